@@ -1,0 +1,3 @@
+from spyre_rules.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""``spyre-rules`` command line: a thin dispatcher.
+
+Each subcommand lives in ``spyre_rules/commands/<module>.py`` and exposes
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Subcommand modules are imported only when chosen, so ``spyre-rules check``
+never pays for (or imports) torch.
+
+Exit codes: 0 success / clean, 1 diagnostics or a failed check, 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> module under spyre_rules.commands
+COMMANDS: dict[str, str] = {
+    "check": "check",
+    "layout": "layout_report",
+}
+
+_HELP: dict[str, str] = {
+    "check": "lint .rules files (defaults to the bundled rules/)",
+    "layout": "print the Spyre device layout, coordinates and spans of a host shape",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 on usage errors; keep that.
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="spyre-rules", description="Declarative coarse-tiling rules for the IBM Spyre accelerator.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        sp = sub.add_parser(name, help=_HELP[name], description=_HELP[name])
+        if command == name:
+            _load(name).add_arguments(sp)
+    return parser
+
+
+def _load(name: str):
+    return importlib.import_module(f"spyre_rules.commands.{COMMANDS[name]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = build_parser(command)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(_load(args.command).run(args))
+    except BrokenPipeError:
+        return 0
