@@ -90,7 +90,7 @@ def build_report(shape: list[int], dtype: str, stride: list[int] | None,
 
     report: dict[str, Any] = {
         "host_size": list(shape),
-        "host_stride": host_stride,
+        "host_stride": list(host_stride),
         "dtype": info.name,
         "device_dtype": layout.device_dtype.name,
         "elems_per_stick": layout.elems_per_stick,

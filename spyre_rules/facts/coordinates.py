@@ -1,0 +1,297 @@
+"""Device (and host) coordinates of an Inductor index: facts only.
+
+Spec: ``design/layout_model.md`` §1.4 (``compute_coordinates``).  Given a tensor's
+dims as ``(size, stride)`` pairs -- a SpyreTensorLayout's ``device_size`` /
+``stride_map`` or a host view's ``size`` / ``stride`` -- and a flat element index
+over Inductor loop variables, return one sympy expression per dim such that the
+index equals ``sum(coord[d] * stride[d])``.  Span analysis reads these coordinates,
+so a coordinate that is not exact must never be returned: anything this module
+cannot decompose raises :class:`CoordinateError` naming the index and the reason.
+
+Generalisation of §1.4 (the reference's "repeat var" rule): every additive piece of
+the index is ``coeff * g`` where ``g`` is a loop var or a nest of ``floor(./b)`` and
+``Mod(., m)`` around one; such a ``g`` takes exactly the values ``0..G-1``, so it is
+treated as its own term ``(g, coeff, coeff*G)``.  For a plain var this is the
+reference's ``(v, step, step*R)``, for ``coeff*Mod(v, M)`` with ``M < R`` it is the
+reference's ``(Mod, coeff, coeff*M)``.
+
+No torch import: Inductor's ``FloorDiv`` / ``ModularIndexing`` / ``PythonMod`` /
+``Identity`` are recognised by class name and rewritten into plain sympy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sympy
+
+from spyre_rules.errors import CoordinateError
+
+__all__ = ["device_coordinates", "host_coordinates", "to_plain_sympy"]
+
+_INF = math.inf
+
+
+# --------------------------------------------------------------------------- index rewriting
+
+
+def to_plain_sympy(expr: Any) -> sympy.Expr:
+    """Rewrite Inductor's sympy functions into floor/Mod so one algebra applies.
+
+    ``ModularIndexing(a, b, c)`` becomes ``Mod(floor(a/b), c)`` and ``FloorDiv(a, b)``
+    becomes ``floor(a/b)``; these agree on the non-negative integers indices live on.
+    """
+    expr = sympy.sympify(expr)
+    if not expr.args:
+        return expr
+    args = [to_plain_sympy(a) for a in expr.args]
+    name = type(expr).__name__
+    if name in ("FloorDiv", "CleanDiv") and len(args) == 2:
+        return sympy.floor(args[0] / args[1])
+    if name == "ModularIndexing" and len(args) == 3:
+        return sympy.Mod(sympy.floor(args[0] / args[1]), args[2])
+    if name in ("PythonMod", "Mod") and expr.func is not sympy.Mod and len(args) == 2:
+        return sympy.Mod(args[0], args[1])
+    if name == "Identity" and len(args) == 1:
+        return args[0]
+    return expr.func(*args)
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, sympy.Expr) and value.is_Integer:
+        return int(value)
+    return None
+
+
+def _positive_int(value: sympy.Expr) -> int | None:
+    v = _as_int(value)
+    return v if v is not None and v > 0 else None
+
+
+def _extent(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> tuple[sympy.Expr, int] | None:
+    """``(g, G)`` when ``expr`` takes exactly the values ``0..G-1`` as its var ranges.
+
+    Also simplifies ``Mod(g, m)`` with ``m >= G`` to ``g`` and ``floor(g/b)`` with
+    ``b >= G`` to 0, which the loop ranges make exact.
+    """
+    if isinstance(expr, sympy.Symbol):
+        if expr in ranges:
+            return expr, ranges[expr]
+        return None
+    if isinstance(expr, sympy.floor):
+        coeff, inner = expr.args[0].as_coeff_Mul()
+        if not isinstance(coeff, sympy.Rational) or coeff.p != 1 or coeff.q < 1:
+            return None
+        sub = _extent(inner, ranges)
+        if sub is None:
+            return None
+        g, extent = sub
+        b = int(coeff.q)
+        if b == 1:
+            return g, extent
+        new_extent = -(-extent // b)
+        if new_extent == 1:
+            return sympy.Integer(0), 1
+        return sympy.floor(g / b), new_extent
+    if isinstance(expr, sympy.Mod):
+        modulus = _positive_int(expr.args[1])
+        if modulus is None:
+            return None
+        sub = _extent(expr.args[0], ranges)
+        if sub is None:
+            return None
+        g, extent = sub
+        if modulus >= extent:
+            return g, extent
+        return sympy.Mod(g, modulus), modulus
+    return None
+
+
+def _terms(
+    index: Any,
+    var_ranges: Mapping[Any, Any],
+) -> tuple[list[tuple[sympy.Expr, int, float | int]], dict[sympy.Symbol, sympy.Symbol], str]:
+    """Split an index into ``(value, step, limit)`` terms over canonical loop symbols."""
+    try:
+        expr = to_plain_sympy(index)
+    except (sympy.SympifyError, TypeError) as exc:
+        raise CoordinateError(f"index {index!r} is not a sympy expression: {exc}") from None
+    shown = str(index)
+
+    def fail(reason: str) -> CoordinateError:
+        return CoordinateError(f"cannot derive coordinates of index {shown}: {reason}")
+
+    # Loop vars with range > 1 become integer, non-negative symbols so that sympy can
+    # simplify floor/Mod exactly; size-1 vars are fixed at 0 (their coordinate is 0).
+    canon: dict[sympy.Symbol, sympy.Symbol] = {}
+    back: dict[sympy.Symbol, sympy.Symbol] = {}
+    ranges: dict[sympy.Symbol, int] = {}
+    zeros: dict[sympy.Symbol, sympy.Integer] = {}
+    for sym in sorted(expr.free_symbols, key=str):
+        if sym not in var_ranges:
+            continue  # not a loop var: its pieces are skipped below
+        rng = _as_int(var_ranges[sym])
+        if rng is None:
+            raise fail(f"range of {sym} is {var_ranges[sym]!r}, not an integer")
+        if rng <= 1:
+            zeros[sym] = sympy.Integer(0)
+            continue
+        if sym.is_integer and sym.is_nonnegative:
+            new = sym
+        else:
+            new = sympy.Dummy(sym.name, integer=True, nonnegative=True)
+        canon[sym] = new
+        back[new] = sym
+        ranges[new] = rng
+    expr = expr.xreplace({**zeros, **canon})
+    expr = sympy.expand_mul(expr, deep=False)
+
+    terms: list[tuple[sympy.Expr, int, float | int]] = []
+    constant = 0
+    for piece in sympy.Add.make_args(expr):
+        coeff, rest = piece.as_coeff_Mul()
+        if rest == 1 or rest.is_Number:
+            value = coeff * rest
+            if not value.is_Integer:
+                raise fail(f"constant offset {value} is not an integer")
+            constant += int(value)
+            continue
+        loop_syms = rest.free_symbols & ranges.keys()
+        if not loop_syms:
+            continue  # only non-loop symbols: not a loop-driven term (§1.4)
+        shown_piece = piece.xreplace(back)
+        if not coeff.is_Integer or coeff <= 0:
+            raise fail(f"term {shown_piece} has coefficient {coeff}, not a positive integer")
+        if rest.free_symbols - ranges.keys():
+            raise fail(f"term {shown_piece} mixes loop vars with non-loop symbols")
+        ext = _extent(rest, ranges)
+        if ext is None:
+            raise fail(
+                f"term {shown_piece} is not coeff * (var | floor(var/b) | Mod(var, m), nested)"
+            )
+        g, extent = ext
+        if extent > 1:
+            step = int(coeff)
+            terms.append((g, step, step * extent))
+    if constant < 0:
+        raise fail(f"constant offset {constant} is negative")
+    if constant > 0:
+        terms.insert(0, (sympy.Integer(constant), 1, _INF))
+    return terms, back, shown
+
+
+# --------------------------------------------------------------------------- the algorithm
+
+
+def _coordinates(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    index: Any,
+    var_ranges: Mapping[Any, Any],
+) -> list[sympy.Expr]:
+    # Planner passes ask for the same (layout, dep) many times; sympy work is the cost.
+    try:
+        key = (tuple(sizes), tuple(strides), sympy.sympify(index), tuple(var_ranges.items()))
+        hash(key)
+    except (TypeError, sympy.SympifyError):
+        return list(_coordinates_uncached(sizes, strides, index, var_ranges))
+    return list(_coordinates_cached(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _coordinates_cached(key: tuple[Any, ...]) -> tuple[sympy.Expr, ...]:
+    sizes, strides, index, items = key
+    return _coordinates_uncached(sizes, strides, index, dict(items))
+
+
+def _coordinates_uncached(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    index: Any,
+    var_ranges: Mapping[Any, Any],
+) -> tuple[sympy.Expr, ...]:
+    terms, back, shown = _terms(index, var_ranges)
+    n = len(sizes)
+    live = [d for d in range(n) if sizes[d] > 1 and strides[d] > 0]
+    next_stride: list[float | int] = []
+    for i in range(n):
+        bigger = [strides[j] for j in range(n) if strides[j] > strides[i] and sizes[j] > 1]
+        next_stride.append(min(bigger) if bigger else _INF)
+
+    coords: list[sympy.Expr] = [sympy.Integer(0)] * n
+
+    def add(d: int, value: sympy.Expr, step: int, limit: float | int) -> None:
+        moved = value * step
+        if next_stride[d] < limit:
+            moved = sympy.Mod(moved, next_stride[d])
+        coords[d] = coords[d] + sympy.floor(moved / strides[d])
+
+    for value, step, limit in terms:
+        primary = None
+        hit = []
+        for d in live:
+            st = strides[d]
+            if st <= step and (primary is None or st > strides[primary]):
+                primary = d
+            if step < st < limit:
+                hit.append(d)
+        if primary is None and not hit:
+            raise CoordinateError(
+                f"cannot derive coordinates of index {shown}: term {value.xreplace(back)} "
+                f"(step {step}) lands on no dim of size {list(sizes)} stride {list(strides)}"
+            )
+        for d in hit:
+            add(d, value, step, limit)
+        if primary is not None:
+            add(primary, value, step, limit)
+    return tuple(c.xreplace(back) for c in coords)
+
+
+def _layout_of(layout: Any) -> Any:
+    stl = getattr(layout, "device_layout", layout)
+    if not (hasattr(stl, "device_size") and hasattr(stl, "stride_map")):
+        raise CoordinateError(
+            f"{layout!r} is neither a SpyreTensorLayout nor has a .device_layout holding one"
+        )
+    return stl
+
+
+def device_coordinates(layout: Any, index: Any, var_ranges: Mapping[Any, Any]) -> list[sympy.Expr]:
+    """Device coordinates of ``index`` in ``layout`` (a SpyreTensorLayout or a
+    FixedTiledLayout): one expression per device dim, the last one within the stick."""
+    stl = _layout_of(layout)
+    return _coordinates(list(stl.device_size), list(stl.stride_map), index, var_ranges)
+
+
+def host_coordinates(
+    host_size: Sequence[Any],
+    host_stride: Sequence[Any],
+    index: Any,
+    var_ranges: Mapping[Any, Any],
+) -> list[sympy.Expr]:
+    """Host coordinates of ``index`` in a strided host view (same algorithm as §1.4)."""
+    sizes = [_as_int(s) for s in host_size]
+    strides = [_as_int(s) for s in host_stride]
+    if len(sizes) != len(strides):
+        raise CoordinateError(
+            f"host_size {list(host_size)} and host_stride {list(host_stride)} differ in length"
+        )
+    for what, vals, raw in (("host_size", sizes, host_size), ("host_stride", strides, host_stride)):
+        for i, v in enumerate(vals):
+            if v is None or v < 0:
+                raise CoordinateError(
+                    f"{what}[{i}] = {list(raw)[i]!r} is not a non-negative integer "
+                    f"(in {what} {list(raw)!r})"
+                )
+    return _coordinates(sizes, strides, index, var_ranges)

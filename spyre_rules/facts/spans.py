@@ -1,0 +1,565 @@
+"""Span facts for device coordinates (layout_model.md §3.2-§3.3, seed 000 "Span Calculation").
+
+These functions *measure*; they never compare against a limit.  Every answer is
+either ``None`` ("cannot be bounded soundly") or a bound that is never below the
+true span over the given ranges.  An underestimate would let a planner accept a
+tile whose per-core span overflows, so every place where the reference rule
+(§3.3) can underestimate is replaced by a sound rule:
+
+* **Per-symbol terms, Mod critical points.**  §3.3 evaluates a term containing
+  ``Mod(s, M)`` at ``{min(R, M) - 1} ∪ {0, R - 1}``.  That is exact for a single
+  Mod on the bare symbol, but not in general: ``Mod(h, 3) + Mod(h, 5)`` over
+  ``[0, 100)`` peaks at 6 (h = 14), the critical points find only 5; and
+  ``h + Mod(h, 64)`` over ``[0, 200)`` peaks at 254 (h = 191), the points find
+  206.  We therefore bound every term by exact-rational interval arithmetic
+  (always sound) and use the critical points only as *witnesses*: values the
+  term really takes.  When the witnesses reach both interval ends the bound is
+  exact; otherwise the (larger) interval bound is returned and flagged inexact.
+* **Monotone terms.**  §3.3 assumes a Mod-free term is non-decreasing.  We prove
+  monotonicity structurally (sums of like-directed parts, positive/negative
+  constant factors, floor/ceiling, non-wrapping Mod, products of non-negative
+  like-directed factors).  Proven monotone terms (either direction) are exact
+  at the endpoints; anything else gets the sound interval bound.
+* **Non-bare Mod.**  As the spec demands, a Mod whose dividend is not exactly a
+  loop symbol (``Mod(3*h, 64)``, ``Mod(floor(h/2), 64)``, ``Mod(h + l, 64)``)
+  makes the whole coordinate ``None``; nodes we cannot bound do the same.
+* **Non-separable coordinates.**  §3.3 sums "coord with the other symbols set to
+  0" per symbol, which underestimates ``h*l`` (0 + 0) or ``floor((h + l)/2)``.
+  We split the coordinate into additive parts, merge parts that share symbols
+  into components, and bound each component over the box of its symbols'
+  ranges.  For the separable coordinates compute_coordinates produces this is
+  the same per-symbol sum as §3.3.
+
+Loop symbols are integers in ``[0, R)`` by definition, so symbols are re-created
+with ``integer=True, nonnegative=True`` before analysis (letting sympy fold
+``floor(h/1)`` to ``h``).  torch's Inductor index functions are recognised by
+class name, so importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Callable, Mapping, Sequence
+
+import sympy
+
+__all__ = [
+    "DimSpan",
+    "SpanBound",
+    "coordinate_span_bound",
+    "coordinate_span_elems",
+    "coordinate_spans",
+    "input_per_core_span_bytes",
+    "per_core_span_bytes",
+    "tile_aware_inner_extent_elems",
+]
+
+# Monotonicity tags: the expression is constant, non-decreasing in every
+# symbol, non-increasing in every symbol, or not proven either (None).
+_CONST, _INC, _DEC = 0, 1, -1
+
+
+class _Unbounded(Exception):
+    """The expression has no sound bound we can prove (maps to ``None``)."""
+
+
+@dataclass(frozen=True)
+class SpanBound:
+    """A sound span bound and whether it is provably attained.
+
+    ``exact`` lets reports distinguish "the access really spans this much" from
+    "at most this much"; planners may only rely on the upper-bound reading.
+    """
+
+    elems: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class DimSpan:
+    """One non-stick, non-constant device dim of an access (for reports and rules)."""
+
+    device_dim: int
+    coord: sympy.Expr
+    symbols: tuple[str, ...]
+    span_elems: int | None
+    stride_elems: int
+    span_bytes: int | None
+    exact: bool
+
+
+# --------------------------------------------------------------------------------------
+# Normalisation: torch index functions -> sympy natives, symbols -> integer >= 0.
+
+
+def _floor_div(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+    return sympy.floor(a / b)
+
+
+# torch.utils._sympy.functions classes, by name, as sympy-native rewrites.  Their
+# Mod variants agree with sympy's Mod for non-negative dividends, and a Mod is only
+# ever bounded when its dividend is a bare (non-negative) loop symbol.
+_TORCH_REWRITES = {
+    "FloorDiv": _floor_div,
+    "CleanDiv": _floor_div,
+    "CeilDiv": lambda a, b: sympy.ceiling(a / b),
+    "ModularIndexing": lambda a, b, c: sympy.Mod(_floor_div(a, b), c),
+    "Mod": sympy.Mod,
+    "PythonMod": sympy.Mod,
+    "Identity": lambda a: a,
+    "PowByNatural": lambda a, b: a**b,
+    "FloorToInt": sympy.floor,
+    "CeilToInt": sympy.ceiling,
+    "Min": sympy.Min,
+    "Max": sympy.Max,
+}
+
+
+def _rewrite(expr: sympy.Basic) -> sympy.Basic:
+    if not expr.args:
+        return expr
+    args = tuple(_rewrite(a) for a in expr.args)
+    name = type(expr).__name__
+    native = _TORCH_REWRITES.get(name)
+    if native is not None and not _is_sympy_native(expr):
+        return native(*args)
+    if args == expr.args:
+        return expr
+    return expr.func(*args)
+
+
+def _is_sympy_native(expr: sympy.Basic) -> bool:
+    return type(expr).__module__.startswith("sympy.")
+
+
+@lru_cache(maxsize=8192)
+def _normalize(expr: sympy.Expr) -> tuple[sympy.Expr, tuple[tuple[sympy.Symbol, sympy.Symbol], ...]]:
+    """Native sympy form over integer >= 0 symbols, plus (canonical, original) pairs."""
+    originals = sorted(expr.free_symbols, key=lambda s: (s.name, str(s.assumptions0)))
+    names = [s.name for s in originals]
+    if len(set(names)) == len(names):
+        canon = {s: sympy.Symbol(s.name, integer=True, nonnegative=True) for s in originals}
+        expr = expr.xreplace(canon)
+    else:  # two distinct symbols share a name: keep them apart rather than merge them
+        canon = {s: s for s in originals}
+    native = _rewrite(expr)
+    back = {c: o for o, c in canon.items()}
+    ordered = sorted(native.free_symbols, key=lambda s: s.name)
+    return native, tuple((c, back.get(c, c)) for c in ordered)
+
+
+# --------------------------------------------------------------------------------------
+# Exact-rational interval arithmetic with monotonicity tags.  Expressions are
+# compiled once into closures over plain ints/Fractions: bounds are asked for many
+# range combinations of the same coordinate, and sympy arithmetic is slow.
+
+Num = int | Fraction
+Interval = tuple[Num, Num, int | None]
+Box = Mapping[sympy.Symbol, tuple[int, int]]
+IvFn = Callable[[Box], Interval]
+
+
+def _num(e: sympy.Expr) -> Num:
+    return int(e) if e.is_Integer else Fraction(int(e.p), int(e.q))
+
+
+def _combine(dirs: set[int | None]) -> int | None:
+    dirs.discard(_CONST)
+    if not dirs:
+        return _CONST
+    if len(dirs) == 1:
+        return next(iter(dirs))
+    return None
+
+
+def _add(vals: Sequence[Interval]) -> Interval:
+    lo = sum(v[0] for v in vals)
+    hi = sum(v[1] for v in vals)
+    return lo, hi, (_CONST if lo == hi else _combine({v[2] for v in vals}))
+
+
+def _mul2(a: Interval, b: Interval) -> Interval:
+    (l1, h1, d1), (l2, h2, d2) = a, b
+    if d1 == _CONST and d2 == _CONST:
+        v = l1 * l2
+        return v, v, _CONST
+    if d2 == _CONST:
+        (l1, h1, d1), (l2, h2, d2) = b, a
+    if d1 == _CONST:  # constant factor l1 times a varying factor
+        c = l1
+        if c == 0:
+            return 0, 0, _CONST
+        if c > 0:
+            return c * l2, c * h2, d2
+        return c * h2, c * l2, (None if d2 is None else -d2)
+    prods = (l1 * l2, l1 * h2, h1 * l2, h1 * h2)
+    # a product of non-negative factors moving the same way moves that way too
+    same = d1 == d2 and d1 is not None and l1 >= 0 and l2 >= 0
+    return min(prods), max(prods), (d1 if same else None)
+
+
+def _mul(vals: Sequence[Interval]) -> Interval:
+    acc: Interval = (1, 1, _CONST)
+    for v in vals:
+        acc = _mul2(acc, v)
+    return acc
+
+
+def _symbol_iv(lo: int, hi: int) -> Interval:
+    return lo, hi, (_CONST if lo == hi else _INC)
+
+
+def _mod_iv(lo: int, hi: int, mod: int) -> Interval:
+    if lo // mod == hi // mod:  # no wrap inside the box: Mod(s, M) = s - const
+        return lo % mod, hi % mod, (_CONST if lo == hi else _INC)
+    return 0, mod - 1, None
+
+
+def _pow_iv(v: Interval, n: int) -> Interval:
+    lo, hi, d = v
+    if lo >= 0 or n % 2:  # x**n is increasing on x >= 0, and everywhere for odd n
+        return lo**n, hi**n, d
+    return (0 if hi >= 0 else hi**n), max(lo**n, hi**n), None
+
+
+def _minmax(vals: Sequence[Interval], pick: Callable[..., Num]) -> Interval:
+    lo, hi = pick(v[0] for v in vals), pick(v[1] for v in vals)
+    return lo, hi, (_CONST if lo == hi else _combine({v[2] for v in vals}))
+
+
+def _compile_iv(e: sympy.Expr) -> IvFn:
+    """Closure giving a sound [lo, hi] of ``e`` over a box, tagged with a proven direction.
+
+    Raises ``_Unbounded`` for nodes with no sound rule; that is structural, so it
+    does not depend on the ranges.
+    """
+    if e.is_Rational:
+        const = (_num(e),) * 2 + (_CONST,)
+        return lambda box: const
+    if e.is_Symbol:
+        return lambda box: _symbol_iv(*box[e])
+    if isinstance(e, sympy.Mod):
+        a, m = e.args
+        if not (a.is_Symbol and m.is_Integer and int(m) > 0):
+            raise _Unbounded  # only the bare-symbol critical-point argument is trusted
+        mod = int(m)
+        return lambda box: _mod_iv(*box[a], mod)
+    if e.is_Pow:
+        base, exp = e.args
+        if not (exp.is_Integer and int(exp) >= 1):
+            raise _Unbounded
+        f, n = _compile_iv(base), int(exp)
+        return lambda box: _pow_iv(f(box), n)
+    fs = [_compile_iv(a) for a in e.args]
+    if e.is_Add:
+        return lambda box: _add([f(box) for f in fs])
+    if e.is_Mul:
+        return lambda box: _mul([f(box) for f in fs])
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
+        (f,) = fs
+        rnd = math.floor if isinstance(e, sympy.floor) else math.ceil
+        return lambda box: (lambda v: (rnd(v[0]), rnd(v[1]), v[2]))(f(box))
+    if isinstance(e, (sympy.Min, sympy.Max)):
+        pick = min if isinstance(e, sympy.Min) else max
+        return lambda box: _minmax([f(box) for f in fs], pick)
+    raise _Unbounded
+
+
+def _witness_points(moduli: frozenset[int], r: int) -> set[int]:
+    """§3.3 critical points, plus each modulus's last wrap and the joint (lcm) wrap."""
+    points = {0, r - 1}
+    for m in moduli:
+        points.add(min(r, m) - 1)
+        if r >= m:
+            points.add((r // m) * m - 1)
+    return points
+
+
+_Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int]]
+
+
+@lru_cache(maxsize=8192)
+def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
+    """Additive parts grouped so that no two groups share a symbol, compiled.
+
+    ``None`` if some part has no sound interval rule.
+    """
+    groups: list[tuple[set[sympy.Symbol], list[sympy.Expr]]] = []
+    for part in sympy.Add.make_args(native):
+        syms = set(part.free_symbols)
+        if not syms:
+            continue  # constant offsets move the coordinate, not its span
+        merged, rest = [part], []
+        for group_syms, group_parts in groups:
+            if group_syms & syms:
+                syms |= group_syms
+                merged.extend(group_parts)
+            else:
+                rest.append((group_syms, group_parts))
+        groups = [*rest, (syms, merged)]
+    out = []
+    try:
+        for syms, parts in groups:
+            fs = [_compile_iv(p) for p in parts]
+            moduli = {int(a.args[1]) for p in parts for a in p.atoms(sympy.Mod)}
+            if moduli:
+                moduli.add(math.lcm(*moduli))
+            fn: IvFn = lambda box, fs=fs: _add([f(box) for f in fs])  # noqa: E731
+            out.append((tuple(sorted(syms, key=lambda s: s.name)), fn, frozenset(moduli)))
+    except _Unbounded:
+        return None
+    return tuple(out)
+
+
+def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int]) -> tuple[Num, Num, bool]:
+    syms, fn, moduli = component
+    lo, hi, d = fn({s: (0, ranges[s] - 1) for s in syms})
+    if d is not None:
+        return lo, hi, True
+    if len(syms) != 1:
+        return lo, hi, False
+    (s,) = syms
+    # witnesses are values the term really takes; reaching both ends proves exactness
+    seen = [fn({s: (p, p)})[0] for p in _witness_points(moduli, ranges[s])]
+    return lo, hi, (min(seen) == lo and max(seen) == hi)
+
+
+@lru_cache(maxsize=65536)
+def _bound_cached(native: sympy.Expr, ranges_items: tuple[tuple[sympy.Symbol, int], ...]) -> SpanBound | None:
+    components = _components(native)
+    if components is None:
+        return None
+    ranges = dict(ranges_items)
+    lo_total = hi_total = 0
+    exact = True
+    for component in components:
+        lo, hi, ex = _component_bound(component, ranges)
+        lo_total, hi_total, exact = lo_total + lo, hi_total + hi, exact and ex
+    span = hi_total - lo_total + 1
+    if Fraction(span).denominator != 1 or Fraction(lo_total).denominator != 1:
+        return None  # not an integer-valued coordinate
+    return SpanBound(int(span), exact)
+
+
+# --------------------------------------------------------------------------------------
+# Input checking.
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _lookup(mapping: Mapping[Any, Any] | None, sym: sympy.Symbol) -> Any:
+    """Find ``sym`` by identity first, then by name (callers key by Symbol or str)."""
+    if not mapping:
+        return None
+    if sym in mapping:
+        return mapping[sym]
+    for key, value in mapping.items():
+        if (key.name if isinstance(key, sympy.Symbol) else key) == sym.name:
+            return value
+    return None
+
+
+def _sympify(coord: Any) -> sympy.Expr:
+    return sympy.sympify(coord, strict=True)
+
+
+def _layout(device_size: Sequence[Any], coords: Sequence[Any]) -> tuple[int, ...]:
+    sizes = tuple(_as_int(s) for s in device_size)
+    if not sizes:
+        raise ValueError("device_size is empty")
+    if any(s is None or s < 1 for s in sizes):
+        raise ValueError(f"device_size {list(device_size)} must hold positive integers")
+    if len(coords) != len(sizes):
+        raise ValueError(
+            f"{len(coords)} coordinates for a {len(sizes)}-dim device_size {list(sizes)}"
+        )
+    return sizes
+
+
+def _dim(device_dim: Any, ndim: int, *, allow_stick: bool) -> int:
+    d = _as_int(device_dim)
+    if d is None or not 0 <= d < ndim:
+        raise ValueError(f"device_dim {device_dim!r} is not in [0, {ndim})")
+    if d == ndim - 1 and not allow_stick:
+        raise ValueError(
+            f"device_dim {d} is the stick dim; the stick coordinate is never a span candidate"
+        )
+    return d
+
+
+def _itemsize(itemsize: Any) -> int:
+    n = _as_int(itemsize)
+    if n is None or n < 1:
+        raise ValueError(f"itemsize {itemsize!r} must be a positive integer")
+    return n
+
+
+# --------------------------------------------------------------------------------------
+# Public facts.
+
+
+def coordinate_span_bound(
+    coord: Any,
+    var_ranges: Mapping[Any, Any],
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> SpanBound | None:
+    """Sound span bound of one device coordinate, with an exactness flag.
+
+    ``split_by_symbol`` maps a symbol to the number of tiles its range is cut
+    into; the per-tile range is ``R // k``.  A range that ``k`` does not divide
+    gives ``None``: tiles would differ in size, and no single per-tile range
+    describes them (the caller must choose legal splits).  ``k < 1`` is a caller
+    bug and raises ``ValueError``.  A free symbol with a missing, non-integer or
+    empty (``< 1``) range gives ``None``.
+    """
+    native, pairs = _normalize(_sympify(coord))
+    if not pairs:
+        return SpanBound(1, True)
+    items = []
+    for canon, orig in pairs:
+        r = _as_int(_lookup(var_ranges, orig))
+        if r is None or r < 1:
+            return None
+        raw_k = _lookup(split_by_symbol, orig)
+        if raw_k is not None:
+            k = _as_int(raw_k)
+            if k is None or k < 1:
+                raise ValueError(f"split count {raw_k!r} for {orig} must be a positive integer")
+            if r % k:
+                return None
+            r //= k
+        items.append((canon, r))
+    return _bound_cached(native, tuple(items))
+
+
+def coordinate_span_elems(
+    coord: Any,
+    var_ranges: Mapping[Any, Any],
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> int | None:
+    """Conservative span (max - min + 1) of a coordinate over per-tile ranges (§3.3).
+
+    ``None`` means "no sound bound", never "fits".  See ``coordinate_span_bound``
+    for the split and range rules and the module docstring for where this is
+    deliberately safer than the reference rule.
+    """
+    bound = coordinate_span_bound(coord, var_ranges, split_by_symbol)
+    return None if bound is None else bound.elems
+
+
+def per_core_span_bytes(
+    device_size: Sequence[Any],
+    coords: Sequence[Any],
+    device_dim: int,
+    var_ranges: Mapping[Any, Any],
+    itemsize: int,
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> int | None:
+    """Output-side per-core span: span x prod(device_size[d+1:]) x itemsize.
+
+    Inner dims count at full size because a write covers whole inner extents
+    (seed 000 "Span Calculation"); outer dims choose separate base regions.
+    """
+    sizes = _layout(device_size, coords)
+    d = _dim(device_dim, len(sizes), allow_stick=False)
+    item = _itemsize(itemsize)
+    span = coordinate_span_elems(coords[d], var_ranges, split_by_symbol)
+    if span is None:
+        return None
+    return span * math.prod(sizes[d + 1 :]) * item
+
+
+def tile_aware_inner_extent_elems(
+    device_size: Sequence[Any],
+    coords: Sequence[Any],
+    device_dim: int,
+    var_ranges: Mapping[Any, Any],
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> int | None:
+    """Elements one step of ``coords[device_dim]`` is multiplied by on the input side (§3.2).
+
+    A read of a varying inner coordinate only covers that coordinate's (tiled)
+    span, capped at the dim size; a constant inner coordinate counts at full
+    size, as in the reference.  ``None`` if any varying inner span is unknown.
+    Asking for the stick dim is allowed and gives 1 (nothing is inside it).
+    """
+    sizes = _layout(device_size, coords)
+    d = _dim(device_dim, len(sizes), allow_stick=True)
+    extent = 1
+    for inner in range(d + 1, len(sizes)):
+        coord = _sympify(coords[inner])
+        if not coord.free_symbols:
+            extent *= sizes[inner]
+            continue
+        span = coordinate_span_elems(coord, var_ranges, split_by_symbol)
+        if span is None:
+            return None
+        extent *= min(span, sizes[inner])
+    return extent
+
+
+def input_per_core_span_bytes(
+    device_size: Sequence[Any],
+    coords: Sequence[Any],
+    device_dim: int,
+    var_ranges: Mapping[Any, Any],
+    itemsize: int,
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> int | None:
+    """Input-side per-core span: span x tile-aware inner extent x itemsize (§3.2)."""
+    sizes = _layout(device_size, coords)
+    d = _dim(device_dim, len(sizes), allow_stick=False)
+    item = _itemsize(itemsize)
+    span = coordinate_span_elems(coords[d], var_ranges, split_by_symbol)
+    if span is None:
+        return None
+    inner = tile_aware_inner_extent_elems(sizes, coords, d, var_ranges, split_by_symbol)
+    if inner is None:
+        return None
+    return span * inner * item
+
+
+def coordinate_spans(
+    device_size: Sequence[Any],
+    coords: Sequence[Any],
+    var_ranges: Mapping[Any, Any],
+    itemsize: int,
+    split_by_symbol: Mapping[Any, Any] | None = None,
+) -> list[DimSpan]:
+    """Output-side span of every device dim a planner would consider (§3.2).
+
+    The stick dim and constant coordinates are left out, as in the reference:
+    neither can overflow by moving.
+    """
+    sizes = _layout(device_size, coords)
+    item = _itemsize(itemsize)
+    out: list[DimSpan] = []
+    for d in range(len(sizes) - 1):
+        coord = _sympify(coords[d])
+        if not coord.free_symbols:
+            continue
+        bound = coordinate_span_bound(coord, var_ranges, split_by_symbol)
+        stride = math.prod(sizes[d + 1 :])
+        out.append(
+            DimSpan(
+                device_dim=d,
+                coord=coord,
+                symbols=tuple(sorted(s.name for s in coord.free_symbols)),
+                span_elems=None if bound is None else bound.elems,
+                stride_elems=stride,
+                span_bytes=None if bound is None else bound.elems * stride * item,
+                exact=bound is not None and bound.exact,
+            )
+        )
+    return out
