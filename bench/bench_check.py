@@ -1,0 +1,87 @@
+"""Wall time of ``spyre-rules check`` on the bundled rules, relative to an
+empty Python start.
+
+Each repetition starts fresh subprocesses: ``python -c pass`` and
+``python -m spyre_rules check`` (interleaved, so both see the same machine
+load), and the script prints the median wall times and their ratio (target:
+under 3x).  The median CPU time (user + system of the child) is printed too:
+on a shared machine it moves less than wall time.
+
+Two settings are measured:
+
+* ``as-is``: the environment unchanged.  (If ``PYTHONDONTWRITEBYTECODE`` is
+  set, as in some sandboxes, every spyre_rules module is compiled from source
+  on every start.)
+* ``bytecode-cached``: ``PYTHONDONTWRITEBYTECODE`` unset and
+  ``PYTHONPYCACHEPREFIX`` pointing at a temp dir, after one warm-up run: what
+  an installed or regularly used checkout sees.
+
+Run: ``python bench/bench_check.py [--reps N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    cpu0 = _cpu()
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return elapsed, _cpu() - cpu0
+
+
+def measure(env: dict[str, str], reps: int) -> dict[str, float]:
+    base_cmd = [sys.executable, "-c", "pass"]
+    check_cmd = [sys.executable, "-m", "spyre_rules", "check"]
+    _time(base_cmd, env)  # warm-ups (file cache, bytecode cache, lark's grammar cache)
+    _time(check_cmd, env)
+    runs: dict[str, list[tuple[float, float]]] = {"base": [], "check": []}
+    for _ in range(reps):
+        runs["base"].append(_time(base_cmd, env))
+        runs["check"].append(_time(check_cmd, env))
+    out = {}
+    for name, samples in runs.items():
+        out[f"{name}_wall"] = statistics.median(s[0] for s in samples)
+        out[f"{name}_cpu"] = statistics.median(s[1] for s in samples)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=15, help="repetitions per setting (default 15)")
+    args = parser.parse_args(argv)
+
+    settings = [("as-is", dict(os.environ))]
+    with tempfile.TemporaryDirectory(prefix="spyre-rules-bench-pyc-") as pyc:
+        cached = dict(os.environ)
+        cached.pop("PYTHONDONTWRITEBYTECODE", None)
+        cached["PYTHONPYCACHEPREFIX"] = pyc
+        settings.append(("bytecode-cached", cached))
+        print(f"python: {sys.executable}  reps: {args.reps}")
+        for name, env in settings:
+            m = measure(env, args.reps)
+            print(f"{name:16s} wall: python -c pass {m['base_wall'] * 1000:6.1f} ms, "
+                  f"spyre-rules check {m['check_wall'] * 1000:6.1f} ms, ratio {m['check_wall'] / m['base_wall']:.2f}x"
+                  f"   |   cpu: {m['base_cpu'] * 1000:6.1f} ms vs {m['check_cpu'] * 1000:6.1f} ms, "
+                  f"ratio {m['check_cpu'] / m['base_cpu']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""The ``spyre_rules`` torch.compile backend over real Inductor IR.
+
+Modules (one job each):
+
+* ``compile``        -- the backend function and the eager/error fallback;
+* ``context``        -- installs and restores every Inductor hook;
+* ``matmul``         -- mm/bmm/addmm/baddbmm -> ``batchmatmul`` Reductions;
+* ``pre_scheduling`` -- the seam before the Scheduler (support check, layouts,
+  restickify, plan records, registered passes, memory map, capture);
+* ``support`` / ``layouts`` / ``restickify`` -- the passes themselves;
+* ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
+* ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;
+* ``capture``        -- ``capture_operations``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["spyre_rules_backend", "capture_operations"]
+
+
+def spyre_rules_backend(gm: Any, example_inputs: list[Any]) -> Any:
+    from spyre_rules.backend.compile import spyre_rules_backend as backend
+
+    return backend(gm, example_inputs)
+
+
+def capture_operations(fn: Any, *example_inputs: Any) -> Any:
+    from spyre_rules.backend.capture import capture_operations as capture
+
+    return capture(fn, *example_inputs)

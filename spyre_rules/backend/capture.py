@@ -1,0 +1,77 @@
+"""``capture_operations(fn, *inputs)``: the ops exactly as the planner sees them.
+
+Traces ``fn`` with Dynamo (so ``spyre_hint`` annotations survive, like in a real
+compile), lowers it with the spyre_rules hooks and stops at the pre-scheduling
+seam, after layouts, restickify insertion and the seam's passes -- no code is
+generated or run.  Runs under ``torch.no_grad()`` (the backend compiles
+inference graphs only).
+
+The result is a ``list[ir.Operation]`` (all graphs of ``fn`` in order when it
+has graph breaks) that also carries ``.graphs`` (the GraphLowering objects) and
+``graph_context(i)`` for Inductor queries that need ``V.graph`` (e.g.
+``op.get_read_writes()`` on a freshly edited op).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.compile import compile_for_capture
+from spyre_rules.backend.errors import find_unsupported
+from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.backend.pre_scheduling import capture_sink
+
+__all__ = ["CapturedOperations", "capture_operations"]
+
+
+class CapturedOperations(list):
+    """``list[ir.Operation]`` plus the graphs they belong to."""
+
+    graphs: list[Any]
+
+    @contextlib.contextmanager
+    def graph_context(self, index: int = 0) -> Iterator[Any]:
+        with V.set_graph_handler(self.graphs[index]):
+            yield self.graphs[index]
+
+    def state(self, index: int = 0) -> Any:
+        return graph_state(self.graphs[index])
+
+
+def _code_of(fn: Any) -> Any:
+    target = getattr(fn, "forward", fn)
+    return getattr(target, "__code__", None)
+
+
+def capture_operations(fn: Callable[..., Any], *example_inputs: Any) -> CapturedOperations:
+    sink: list[tuple[Any, list[Any]]] = []
+
+    def capture_backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
+        with capture_sink(sink):
+            compile_for_capture(gm, inputs)
+        return gm.forward
+
+    try:
+        with torch.no_grad():
+            torch.compile(fn, backend=capture_backend)(*example_inputs)
+    except Exception as exc:  # noqa: BLE001 - surface our refusal, not Dynamo's wrapper
+        unsupported = find_unsupported(exc)
+        if unsupported is None:
+            raise
+        raise unsupported from None
+    finally:
+        code = _code_of(fn)
+        if code is not None:
+            torch._dynamo.reset_code(code)
+    if not sink:
+        raise RuntimeError(
+            f"capture_operations: Dynamo produced no graph for {fn!r} (nothing to lower)"
+        )
+    result = CapturedOperations(op for _, ops in sink for op in ops)
+    result.graphs = [graph for graph, _ in sink]
+    return result

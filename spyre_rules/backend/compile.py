@@ -1,0 +1,123 @@
+"""The ``spyre_rules`` torch.compile backend.
+
+``spyre_rules_backend(gm, example_inputs)`` lowers the graph with Inductor's
+``compile_fx`` inside ``spyre_rules_context`` (our hooks, restored afterwards)
+and returns the compiled wrapper, whose kernels execute the generated Spyre
+program on the CPU executor.
+
+A graph we cannot compile -- it needs autograd, has dynamic shapes, or an op
+without a Spyre lowering -- follows ``config.fallback``: ``"eager"`` warns
+(``warnings.warn`` naming the reason) and returns the graph's eager callable;
+``"error"`` raises ``BackendCompileError`` naming the reason.  Nothing falls back
+silently; any other error propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from spyre_rules import config
+from spyre_rules.backend.errors import BackendCompileError, UnsupportedGraph, find_unsupported
+
+__all__ = ["spyre_rules_backend", "precheck", "fallback"]
+
+
+def precheck(example_inputs: Sequence[Any]) -> str | None:
+    """Why the graph cannot be compiled before lowering it (None: go ahead)."""
+    for i, value in enumerate(example_inputs):
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return f"input {i} is a symbolic scalar; dynamic shapes are unsupported"
+        if isinstance(value, torch.Tensor):
+            if torch.is_grad_enabled() and value.requires_grad:
+                return (
+                    f"the graph needs autograd (input {i} requires grad with grad mode "
+                    "enabled); spyre_rules compiles inference graphs only -- run under "
+                    "torch.no_grad() or torch.inference_mode()"
+                )
+            if any(isinstance(s, torch.SymInt) for s in value.shape):
+                return f"input {i} has a symbolic shape; dynamic shapes are unsupported"
+    return None
+
+
+def fallback(gm: torch.fx.GraphModule, reason: str, cause: BaseException | None = None) -> Callable:
+    if config.fallback == "error":
+        raise BackendCompileError(f"spyre_rules cannot compile this graph: {reason}") from cause
+    warnings.warn(
+        f"spyre_rules: running this graph eagerly instead of on the Spyre program: {reason}",
+        stacklevel=2,
+    )
+    return gm.forward
+
+
+def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
+    from torch._inductor.compile_fx import compile_fx
+
+    from spyre_rules.backend.context import decomposition_table, spyre_rules_context
+
+    reason = precheck(example_inputs)
+    if reason is not None:
+        return fallback(gm, reason)
+    try:
+        with spyre_rules_context():
+            return compile_fx(gm, example_inputs, decompositions=decomposition_table())
+    except Exception as exc:  # noqa: BLE001 - only our own refusals become fallbacks
+        unsupported = find_unsupported(exc)
+        if unsupported is None:
+            raise
+        return fallback(gm, str(unsupported), unsupported)
+
+
+def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
+    """Lower ``gm`` up to the pre-scheduling seam (used by capture_operations)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    from spyre_rules.backend.context import decomposition_table, spyre_rules_context
+    from spyre_rules.backend.pre_scheduling import CaptureComplete
+
+    reason = precheck(example_inputs)
+    if reason is not None:
+        raise UnsupportedGraph(reason)
+    try:
+        with spyre_rules_context(), _quiet_inductor_error_log():
+            compile_fx(gm, example_inputs, decompositions=decomposition_table())
+    except Exception as exc:  # noqa: BLE001
+        if _caused_by(exc, CaptureComplete):
+            return
+        unsupported = find_unsupported(exc)
+        if unsupported is not None:
+            raise unsupported from None
+        raise
+    raise RuntimeError("compile_fx finished without reaching the pre-scheduling seam")
+
+
+@contextlib.contextmanager
+def _quiet_inductor_error_log():
+    # Stopping at the seam is the normal end of a capture; Inductor would log
+    # "on error, temporary cache dir kept" for it (the context removes that dir).
+    logger = logging.getLogger("torch._inductor.utils")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _caused_by(exc: BaseException, cls: type) -> bool:
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, cls):
+            return True
+        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
+    return False

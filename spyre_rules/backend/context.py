@@ -1,0 +1,192 @@
+"""The context manager that turns stock Inductor into the spyre-rules pipeline.
+
+Everything here is a *temporary* change to process-global Inductor state, made
+only for the duration of one ``compile_fx`` call and undone in ``finally`` (also
+when compilation raises).  Hook points and why each is needed are described in
+``design/inductor_integration.md`` §3/§4 (verified on torch 2.13):
+
+* Inductor config: no reduction splitting/unrolling (we need one Reduction per
+  aten reduction), no buffer reuse (every buffer gets its own device
+  allocation), no FX graph cache (a cache hit skips lowering and all our hooks),
+  the post-fusion seam ``_post_fusion_custom_pass``.
+* ``Loops.has_large_inner_fn -> True``: every Pointwise is realized, i.e. one
+  ComputedBuffer per aten op instead of inlined chains.
+* ``SizeVarAllocator._simplify_loops_impl`` no-op: Inductor must not merge
+  contiguous loop dims (one loop per tensor dim keeps iteration spaces aligned
+  with host dims, which layouts and tiling reason about).
+* ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
+  on ``graph.operations`` before the Scheduler wraps them).
+* ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
+
+The state is process-global and not thread-safe, so compilations inside the
+context are serialised with a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor import ir
+from torch._inductor.codegen import common as codegen_common
+from torch._inductor.graph import GraphLowering
+from torch._inductor.sizevars import SizeVarAllocator
+
+from spyre_rules.backend import matmul, pre_scheduling
+from spyre_rules.backend.post_fusion import RulesPostFusionPass
+
+__all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
+
+_LOCK = threading.RLock()
+
+
+def inductor_config_patches() -> dict[str, Any]:
+    """Inductor settings the pipeline relies on (see module docstring)."""
+    return {
+        "split_reductions": False,
+        "unroll_reductions_threshold": 1,
+        "allow_buffer_reuse": False,
+        "permute_fusion": False,
+        "fx_graph_cache": False,
+        "force_disable_caches": True,
+        "cpp_wrapper": False,
+        "freezing": False,
+        # Padding would change host strides of buffers behind our back.
+        "comprehensive_padding": False,
+        "_post_fusion_custom_pass": RulesPostFusionPass(),
+    }
+
+
+def decomposition_table() -> dict[Any, Any]:
+    """Inductor's decompositions minus the matmul family (lowered as batchmatmul).
+
+    On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
+    removing them makes every matmul reach our lowering.
+    """
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = dict(select_decomp_table())
+    for packet in matmul.MATMUL_PACKETS:
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
+    return table
+
+
+def _always_large_inner_fn(self: Any, threshold: int | None = None) -> bool:
+    return True
+
+
+def _no_loop_merging(self: Any, index_vars: Any, sizes: Any, index_formulas: Any) -> Any:
+    # Keep every loop (no merging, no dropping of size-1 dims).
+    sizes = list(map(self.simplify, sizes))
+
+    def reindex(index: Any) -> Any:
+        return list(index)
+
+    def prune(index: Any) -> Any:
+        return list(index)
+
+    return sizes, reindex, prune
+
+
+# Temporary Inductor cache dirs created while our context is active (see below).
+_TEMP_CACHE_DIRS: list[str] = []
+
+
+def _make_update_scheduler(original: Any) -> Any:
+    def _update_scheduler(self: GraphLowering) -> None:
+        # With force_disable_caches Inductor compiles into a fresh temp dir that it
+        # never deletes (compile_fx.with_fresh_cache_if_config); remember it so the
+        # context can remove it once the wrapper module is loaded.
+        cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        if cache_dir and cache_dir not in _TEMP_CACHE_DIRS:
+            _TEMP_CACHE_DIRS.append(cache_dir)
+        pre_scheduling.run_pre_scheduling_passes(self)
+        original(self)
+
+    return _update_scheduler
+
+
+@contextlib.contextmanager
+def _temp_cache_dirs_removed() -> Iterator[None]:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    try:
+        yield
+    finally:
+        root = os.path.realpath(cache_dir())
+        while _TEMP_CACHE_DIRS:
+            path = os.path.realpath(_TEMP_CACHE_DIRS.pop())
+            # Only fresh temp dirs *inside* the default cache root, never the root itself.
+            if os.path.dirname(path) == root:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _patched_attr(obj: Any, name: str, value: Any) -> Iterator[None]:
+    had = name in vars(obj)
+    old = vars(obj).get(name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        if had:
+            setattr(obj, name, old)
+        else:
+            delattr(obj, name)
+
+
+@contextlib.contextmanager
+def _cpu_codegen_registered() -> Iterator[None]:
+    from spyre_rules.backend.scheduling import RulesScheduling
+    from spyre_rules.backend.wrapper import RulesWrapperCodegen
+
+    codegen_common.init_backend_registration()
+    saved = (
+        codegen_common.device_codegens.get("cpu"),
+        codegen_common.custom_backend_passes.get("cpu"),
+        codegen_common.custom_backend_codegen_configs.get("cpu"),
+    )
+    codegen_common.register_backend_for_device("cpu", RulesScheduling, RulesWrapperCodegen)
+    try:
+        yield
+    finally:
+        codegen, passes, cfg = saved
+        if codegen is None:
+            codegen_common.device_codegens.pop("cpu", None)
+        else:
+            codegen_common.device_codegens["cpu"] = codegen
+        codegen_common.custom_backend_passes["cpu"] = passes
+        codegen_common.custom_backend_codegen_configs["cpu"] = cfg
+
+
+@contextlib.contextmanager
+def spyre_rules_context() -> Iterator[None]:
+    """Install every hook for one compilation; restore all of it afterwards."""
+    with _LOCK, contextlib.ExitStack() as stack:
+        stack.enter_context(_temp_cache_dirs_removed())
+        stack.enter_context(inductor_config.patch(inductor_config_patches()))
+        stack.enter_context(
+            torch._functorch.config.patch({"enable_autograd_cache": False})
+        )
+        stack.enter_context(_patched_attr(ir.Loops, "has_large_inner_fn", _always_large_inner_fn))
+        stack.enter_context(
+            _patched_attr(SizeVarAllocator, "_simplify_loops_impl", _no_loop_merging)
+        )
+        stack.enter_context(
+            _patched_attr(
+                GraphLowering,
+                "_update_scheduler",
+                _make_update_scheduler(GraphLowering._update_scheduler),
+            )
+        )
+        stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(_cpu_codegen_registered())
+        yield

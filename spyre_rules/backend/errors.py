@@ -1,0 +1,37 @@
+"""Errors of the torch.compile backend (no torch import)."""
+
+from __future__ import annotations
+
+from spyre_rules.errors import SpyreRulesError, Unsupported
+
+__all__ = ["UnsupportedGraph", "BackendCompileError", "find_unsupported"]
+
+
+class UnsupportedGraph(Unsupported):
+    """A graph needs something the spyre-rules pipeline cannot lower.
+
+    The message names the op (buffer name and aten origins) and the reason; the
+    backend turns it into an eager fallback (with a warning) or re-raises it,
+    depending on ``config.fallback``.
+    """
+
+
+class BackendCompileError(SpyreRulesError, RuntimeError):
+    """``config.fallback == 'error'`` and the graph cannot be compiled (names the reason)."""
+
+
+def find_unsupported(exc: BaseException) -> UnsupportedGraph | None:
+    """The UnsupportedGraph at the root of ``exc`` (Inductor wraps errors it sees)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, UnsupportedGraph):
+            return cur
+        todo.extend(
+            [getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__]
+        )
+    return None

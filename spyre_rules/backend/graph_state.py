@@ -1,0 +1,49 @@
+"""Per-graph bookkeeping shared by the pre-scheduling passes, codegen and dumps.
+
+One ``RulesGraphState`` hangs off each ``GraphLowering`` as
+``graph.spyre_rules_state``; it exists only during compilation (the generated
+program carries everything the executor needs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["RulesGraphState", "graph_state"]
+
+STATE_ATTR = "spyre_rules_state"
+
+
+@dataclasses.dataclass
+class RulesGraphState:
+    #: buffer name -> FixedTiledLayout for every graph input, constant and ComputedBuffer.
+    layouts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: graph inputs (placeholder order) and constants: their host values are
+    #: stickified into device memory by the kernels that read them.
+    host_inputs: list[str] = dataclasses.field(default_factory=list)
+    #: buffers whose *host* tensor must hold the value after the kernel that writes
+    #: it (graph outputs and the bases of output views).
+    host_outputs: set[str] = dataclasses.field(default_factory=set)
+    #: op name -> plan record (filled by the pre-scheduling seam; see plan.json).
+    plan: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: (source buffer, new stick host dim) -> restickified buffer name.
+    restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
+    #: the simulated HBM map (codegen.memory_map.MemoryMap), set last before scheduling.
+    memory: Any = None
+    #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).
+    kernels: list[tuple[str, list[Any]]] = dataclasses.field(default_factory=list)
+    #: the generated wrapper module source (for the dump dir).
+    wrapper_source: str | None = None
+    #: name of the wrapper variable holding the graph's simulated device memory.
+    device_var: str | None = None
+    #: True once the pre-scheduling passes ran (the seam can be reached twice).
+    prepared: bool = False
+
+
+def graph_state(graph: Any) -> RulesGraphState:
+    state = getattr(graph, STATE_ATTR, None)
+    if state is None:
+        state = RulesGraphState()
+        setattr(graph, STATE_ATTR, state)
+    return state

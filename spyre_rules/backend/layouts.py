@@ -1,0 +1,94 @@
+"""Give every graph input, constant and ComputedBuffer a FixedTiledLayout.
+
+Stick choice (layout_model §1.3): the stick is the last host dim (the generic
+layout, ``dim_order = None``).  Only when the last host dim has size 1 (e.g. a
+``keepdim`` reduction output ``[M, 1]``) do we follow the reference's
+``_compute_dim_order`` shape instead: the stick is the last dim of size > 1,
+preceded by the other non-unit dims in order and then the unit dims.  A stick
+on a size-1 dim would put one element in each 64-element stick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._inductor import ir
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import RulesGraphState
+from spyre_rules.backend.ir_edit import drop_caches, op_description
+from spyre_rules.backend.support import static_ints
+from spyre_rules.errors import LayoutError
+from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
+
+__all__ = ["assign_layouts", "choose_dim_order", "tiled_layout_for"]
+
+
+def choose_dim_order(size: list[int]) -> list[int] | None:
+    """Host dims outermost first, stick last; None = the generic (identity) order."""
+    if not size or size[-1] != 1:
+        return None
+    non_unit = [d for d, s in enumerate(size) if s != 1]
+    if not non_unit:
+        return None
+    stick = non_unit[-1]
+    units = [d for d, s in enumerate(size) if s == 1]
+    return [d for d in non_unit if d != stick] + units + [stick]
+
+
+def tiled_layout_for(node: Any, layout: Any, what: str) -> FixedTiledLayout:
+    size = static_ints(layout.size, "size", node)
+    stride = static_ints(layout.stride, "stride", node)
+    offset = static_ints([layout.offset], "offset", node)[0]
+    try:
+        return fixed_tiled_layout(
+            layout.device, layout.dtype, size, stride, offset, choose_dim_order(size)
+        )
+    except LayoutError as exc:
+        raise UnsupportedGraph(f"{what}: no Spyre stick layout: {exc}") from None
+
+
+def _input_buffer(value: ir.TensorBox) -> Any:
+    node = value.data
+    while isinstance(node, (ir.StorageBox, ir.TensorBox)):
+        node = node.data
+    return node
+
+
+def assign_layouts(graph: Any, state: RulesGraphState) -> None:
+    for name, value in graph.graph_inputs.items():
+        buf = _input_buffer(value)
+        layout = tiled_layout_for(buf, buf.get_layout(), f"graph input {name}")
+        if isinstance(buf, ir.Buffer):
+            buf.layout = layout
+        state.layouts[name] = layout
+        state.host_inputs.append(name)
+    for name, tensor in graph.constants.items():
+        fixed = ir.FixedLayout(
+            torch.device("cpu"), tensor.dtype, list(tensor.size()), list(tensor.stride())
+        )
+        state.layouts[name] = tiled_layout_for(name, fixed, f"constant {name}")
+        state.host_inputs.append(name)
+    for op in graph.operations:
+        if not isinstance(op, ir.ComputedBuffer):
+            continue
+        if not isinstance(op.layout, ir.FixedLayout):
+            op.freeze_layout()
+        layout = tiled_layout_for(op, op.layout, op_description(op))
+        op.layout = layout
+        drop_caches(op)
+        state.layouts[op.get_name()] = layout
+    state.host_outputs = _host_visible_outputs(graph)
+
+
+def _host_visible_outputs(graph: Any) -> set[str]:
+    """Buffers the wrapper hands back to the caller (directly or through a view)."""
+    names: set[str] = set()
+    for out in graph.graph_outputs:
+        node = out
+        while isinstance(node, (ir.TensorBox, ir.StorageBox, ir.BaseView)):
+            node = node.data
+        if isinstance(node, ir.Buffer):
+            names.add(node.get_name())
+    return names

@@ -1,0 +1,43 @@
+"""The post-fusion seam: ``torch._inductor.config._post_fusion_custom_pass``.
+
+Inductor calls it with the scheduler node list right after fusion (our
+Scheduling refuses every fusion, so each node is one ComputedBuffer) and before
+codegen.  Later issues plug node passes in here (e.g. wrapping coarse-tile loop
+groups into counted-loop nodes); each is ``fn(nodes) -> nodes``.
+
+The pass object must stay stateless: Inductor deep-copies and pickles it into
+its FX-cache key (design/inductor_integration.md pitfall 7).  The registered
+passes therefore live in a module-level list, not on the object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torch._inductor.custom_graph_pass import CustomSchedulerPass, get_hash_for_files
+
+__all__ = ["POST_FUSION_PASSES", "RulesPostFusionPass", "register_post_fusion_pass"]
+
+PostFusionPass = Callable[[list[Any]], list[Any]]
+
+POST_FUSION_PASSES: list[PostFusionPass] = []
+
+
+def register_post_fusion_pass(fn: PostFusionPass) -> PostFusionPass:
+    if fn not in POST_FUSION_PASSES:
+        POST_FUSION_PASSES.append(fn)
+    return fn
+
+
+class RulesPostFusionPass(CustomSchedulerPass):
+    def __call__(self, nodes: list[Any]) -> list[Any]:
+        for fn in list(POST_FUSION_PASSES):
+            nodes = fn(nodes)
+        return nodes
+
+    def uuid(self) -> Any:
+        # Covers the whole backend package: any change to our passes is a new key.
+        files = sorted(str(p) for p in Path(__file__).parent.glob("*.py"))
+        return get_hash_for_files(tuple(files)).hex()

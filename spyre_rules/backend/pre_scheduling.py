@@ -1,0 +1,145 @@
+"""The pre-scheduling seam: our passes over ``graph.operations`` before the Scheduler.
+
+Runs inside ``GraphLowering._update_scheduler`` (patched by the context), in this
+order:
+
+1. ``check_supported``  -- refuse (name + reason) what we cannot lower;
+2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
+3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
+4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
+5. every pass in ``PRE_SCHEDULING_PASSES`` (the seam: hints, the rule engine and
+   coarse tiling plug in here; each is called as ``fn(graph)`` and may update the
+   op's plan record via ``graph_state(graph).plan``);
+6. ``plan_memory``      -- an HBM byte address for every buffer (memory_map.py);
+7. capture: ``capture_operations`` takes the operations exactly as they are now.
+
+The seam can be reached twice for one graph (``codegen`` then
+``codegen_with_cpp_wrapper``), so it runs once per graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch._inductor import ir
+
+from spyre_rules.backend.graph_state import RulesGraphState, graph_state
+from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.backend.layouts import assign_layouts
+from spyre_rules.backend.restickify import insert_restickify
+from spyre_rules.backend.support import check_supported
+from spyre_rules.codegen.memory_map import MemoryMap
+
+__all__ = [
+    "PRE_SCHEDULING_PASSES",
+    "register_pre_scheduling_pass",
+    "run_pre_scheduling_passes",
+    "NO_PLAN",
+    "capture_sink",
+    "CaptureComplete",
+]
+
+PreSchedulingPass = Callable[[Any], None]
+
+#: The seam: passes run after layouts/restickify, before memory planning.
+PRE_SCHEDULING_PASSES: list[PreSchedulingPass] = []
+
+#: Plan decision of an op no planner has decided on (never a made-up decision).
+NO_PLAN = "no plan"
+
+# When set (by capture_operations), ``(graph, operations)`` is appended here and
+# the compilation stops with CaptureComplete instead of generating code.
+_capture_sink: list[Any] | None = None
+
+
+class CaptureComplete(Exception):
+    """Raised after the operations were captured; the capture backend catches it."""
+
+
+class capture_sink:  # noqa: N801 - used as a context manager, reads like a function
+    def __init__(self, sink: list[Any]) -> None:
+        self._sink = sink
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> list[Any]:
+        global _capture_sink
+        self._saved, _capture_sink = _capture_sink, self._sink
+        return self._sink
+
+    def __exit__(self, *exc: object) -> None:
+        global _capture_sink
+        _capture_sink = self._saved
+
+
+def register_pre_scheduling_pass(fn: PreSchedulingPass) -> PreSchedulingPass:
+    if fn not in PRE_SCHEDULING_PASSES:
+        PRE_SCHEDULING_PASSES.append(fn)
+    return fn
+
+
+def op_kind(op: Any) -> str:
+    kind = getattr(op, "spyre_rules_kind", None)
+    if kind is not None:
+        return kind
+    data = getattr(op, "data", None)
+    if isinstance(data, ir.Reduction):
+        return f"reduction:{data.reduction_type}"
+    return "pointwise"
+
+
+def layout_record(layout: Any) -> dict[str, Any]:
+    dl = layout.device_layout
+    return {
+        "dtype": str(layout.dtype).removeprefix("torch."),
+        "size": [int(s) for s in layout.size],
+        "stride": [int(s) for s in layout.stride],
+        "device_size": list(dl.device_size),
+        "stride_map": list(dl.stride_map),
+        "device_dtype": str(dl.device_dtype),
+        "allocation": dict(layout.allocation),
+    }
+
+
+def record_plan(graph: Any, state: RulesGraphState) -> None:
+    for op in graph.operations:
+        if not isinstance(op, ir.ComputedBuffer):
+            continue
+        state.plan[op.get_name()] = {
+            "op": op.get_name(),
+            "description": op_description(op),
+            "kind": op_kind(op),
+            "decision": NO_PLAN,
+            "rule_trace": [],
+        }
+
+
+def plan_memory(graph: Any, state: RulesGraphState) -> None:
+    memory = MemoryMap()
+    names = list(state.host_inputs) + [
+        op.get_name() for op in graph.operations if isinstance(op, ir.ComputedBuffer)
+    ]
+    for name in names:
+        layout = state.layouts[name]
+        seg = memory.allocate(name, layout.device_layout.size_in_bytes)
+        layout.allocation["hbm"] = seg.address
+    state.memory = memory
+    for name, record in state.plan.items():
+        record["layout"] = layout_record(state.layouts[name])
+
+
+def run_pre_scheduling_passes(graph: Any) -> None:
+    state = graph_state(graph)
+    if state.prepared:
+        return
+    check_supported(graph)
+    assign_layouts(graph, state)
+    insert_restickify(graph, state)
+    record_plan(graph, state)
+    for fn in list(PRE_SCHEDULING_PASSES):
+        fn(graph)
+    plan_memory(graph, state)
+    state.prepared = True
+    if _capture_sink is not None:
+        _capture_sink.append((graph, list(graph.operations)))
+        raise CaptureComplete()

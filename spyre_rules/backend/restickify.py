@@ -1,0 +1,169 @@
+"""Insert restickify ops where a consumer needs a buffer stuck on another host dim.
+
+A Spyre op walks its operands stick by stick, so the variable that moves along
+each operand's stick must be the one the op expects:
+
+* pointwise: every read that involves the output's stick variable ``v`` must
+  have ``v`` on its stick (a transposed/permuted view read does not);
+* reduction: a read's stick variable may be ``v`` or a reduction variable;
+* batchmatmul ``C[b,m,n] = sum_k A[b,m,k] * B[b,k,n]``: the operand that
+  involves ``n`` (= ``v``, the output stick) must be stuck on ``n``; the other
+  operand must be stuck on the reduction variable ``k``.
+
+When a read breaks the rule, a *restickify* op (a copy whose output keeps the
+host shape but is stuck on the needed host dim -- layout_model §1.5) is inserted
+before the consumer, and the consumer's loads of that buffer are redirected to
+the copy.  One restickified copy per (buffer, stick dim) is shared.
+Reads where no host dim of the buffer is driven by the needed variable (e.g. a
+broadcast along the stick) cannot be fixed by a restickify and are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+from torch._inductor.dependencies import MemoryDep
+from torch._inductor.virtualized import ops
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import RulesGraphState
+from spyre_rules.backend.ir_edit import op_description, rename_loads
+from spyre_rules.errors import CoordinateError
+from spyre_rules.codegen.access import access_coordinates
+from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.stick_layout import restickify_layout, within_stick_host_dim
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+
+__all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
+
+#: ``op.spyre_rules_kind`` of inserted copies; codegen names their OpSpecs after it.
+RESTICKIFY_KIND = "ReStickifyOpHBM"
+
+
+def stick_vars(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
+    """Loop variables in the stick coordinate of ``dep`` (None: not derivable)."""
+    try:
+        coords = access_coordinates(
+            layout.device_layout, layout.size, layout.stride, layout.offset, dep.index, dep.ranges
+        )
+    except CoordinateError:
+        return None
+    return set(coords[-1].free_symbols) & set(dep.ranges)
+
+
+def _host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
+    try:
+        coords = host_coordinates(
+            layout.size, layout.stride, dep.index - layout.offset, dep.ranges
+        )
+    except CoordinateError:
+        return None
+    dims = [d for d, c in enumerate(coords) if var in c.free_symbols]
+    return dims[0] if len(dims) == 1 else None
+
+
+def _required_var(
+    op: ir.ComputedBuffer, dep: MemoryDep, v: sympy.Symbol, read_sticks: set[sympy.Symbol],
+    out_vars: set[sympy.Symbol],
+) -> sympy.Symbol | None:
+    """The variable ``dep`` must be stuck on, or None when the read is fine as is."""
+    involves_v = v in dep.index.free_symbols
+    reduction_vars = set(dep.ranges) - out_vars
+    if isinstance(op.data, ir.Reduction):
+        if op.data.reduction_type == "batchmatmul":
+            if involves_v:
+                required = v
+            elif len(reduction_vars) == 1:
+                required = next(iter(reduction_vars))
+            else:
+                return None
+            return None if read_sticks == {required} else required
+        if not read_sticks or read_sticks <= ({v} | reduction_vars):
+            return None
+    elif not read_sticks or read_sticks == {v}:
+        return None
+    return v if involves_v else None
+
+
+def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[str, int]:
+    rw = op.get_read_writes()
+    writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
+    if len(writes) != 1:
+        return {}
+    out_sticks = stick_vars(state.layouts[op.get_name()], writes[0])
+    if not out_sticks or len(out_sticks) != 1:
+        return {}
+    (v,) = out_sticks
+    out_vars = set(writes[0].ranges)
+    needed: dict[str, int] = {}
+    for dep in rw.reads:
+        layout = state.layouts.get(dep.name)
+        if not isinstance(dep, MemoryDep) or layout is None:
+            continue
+        read_sticks = stick_vars(layout, dep)
+        if read_sticks is None:
+            continue
+        required = _required_var(op, dep, v, read_sticks, out_vars)
+        if required is None:
+            continue
+        dim = _host_dim_of(layout, dep, required)
+        if dim is None:
+            continue
+        size = [int(s) for s in layout.size]
+        stride = [int(s) for s in layout.stride]
+        if dim == within_stick_host_dim(size, stride, layout.device_layout):
+            continue
+        needed[dep.name] = dim
+    return needed
+
+
+def _make_restickify(
+    graph: Any, state: RulesGraphState, src: str, dim: int, consumer: ir.ComputedBuffer
+) -> str:
+    key = (src, dim)
+    if key in state.restickified:
+        return state.restickified[key]
+    src_layout = state.layouts[src]
+    size = [int(s) for s in src_layout.size]
+    stride = [int(s) for s in src_layout.stride]
+    if int(src_layout.offset) != 0:
+        raise UnsupportedGraph(
+            f"{op_description(consumer)} needs {src} restickified, but {src} starts at "
+            f"storage offset {src_layout.offset}; restickifying offset views is unsupported"
+        )
+    layout = FixedTiledLayout(
+        src_layout.device, src_layout.dtype, [sympy.Integer(s) for s in size],
+        [sympy.Integer(s) for s in stride],
+        device_layout=restickify_layout(size, stride, src_layout.dtype, dim),
+    )
+
+    def inner_fn(index: Any) -> Any:
+        return ops.load(src, sum((i * s for i, s in zip(index, stride)), sympy.Integer(0)))
+
+    data = ir.Pointwise(
+        device=src_layout.device, dtype=src_layout.dtype, inner_fn=inner_fn,
+        ranges=[sympy.Integer(s) for s in size],
+    )
+    buf = ir.ComputedBuffer(name=None, layout=layout, data=data)
+    name = graph.register_buffer(buf, set_name=True)
+    graph.register_operation(buf)
+    graph.operations.remove(buf)
+    graph.operations.insert(graph.operations.index(consumer), buf)
+    buf.origins = type(consumer.origins)(consumer.origins)
+    buf.spyre_rules_kind = RESTICKIFY_KIND
+    state.layouts[name] = layout
+    state.restickified[key] = name
+    return name
+
+
+def insert_restickify(graph: Any, state: RulesGraphState) -> None:
+    for op in list(graph.operations):
+        if not isinstance(op, ir.ComputedBuffer):
+            continue
+        needed = _needed_restickifies(op, state)
+        if needed:
+            renames = {src: _make_restickify(graph, state, src, dim, op)
+                       for src, dim in needed.items()}
+            rename_loads(op, renames)

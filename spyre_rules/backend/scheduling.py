@@ -1,0 +1,121 @@
+"""Our Inductor Scheduling: each scheduler node becomes a kernel of OpSpecs.
+
+Registered for the "cpu" device while the spyre_rules context is active.  It
+never fuses (grouping is the project's decision, made in the post-fusion seam)
+and advertises no backend features: Inductor consults ``get_backend_features``
+*during lowering*, and without TUPLE_REDUCTION / REDUCE_TO_SINGLE_ELEMENT /
+SCAN / SORT it lowers to the plain Reductions (incl. welford) we execute.
+
+``codegen_node`` traces every SchedulerNode of the node into an OpSpec (see
+``codegen/build.py``), resolves each TensorArg's ``arg_index`` against the
+kernel's argument list, and emits into the wrapper::
+
+    sdsc_<ops>_<n> = rules_make_kernel('sdsc_<ops>_<n>', spyre_device, [OpSpec(...)], ...)
+    sdsc_<ops>_<n>.run(<buffers in arg_index order>)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch._inductor.codegen.common import Kernel
+from torch._inductor.scheduler import BaseScheduling
+from torch._inductor.utils import OrderedSet
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import RulesGraphState, graph_state
+from spyre_rules.codegen import source
+from spyre_rules.codegen.build import build_op_spec
+from spyre_rules.codegen.op_spec import OpSpec, TensorPlacement, iter_op_specs
+
+__all__ = ["RulesKernel", "RulesScheduling"]
+
+DEVICE_VAR = "spyre_device"
+
+
+class RulesKernel(Kernel):
+    """Holds the kernel's argument list (``self.args``) while its nodes are traced."""
+
+    overrides = None
+
+
+def _placement(name: str, state: RulesGraphState) -> TensorPlacement:
+    layout = state.layouts[name]
+    dl = layout.device_layout
+    return TensorPlacement(
+        name=name,
+        host_size=tuple(int(s) for s in layout.size),
+        host_stride=tuple(int(s) for s in layout.stride),
+        host_dtype=str(layout.dtype).removeprefix("torch."),
+        device_size=tuple(dl.device_size),
+        stride_map=tuple(dl.stride_map),
+        device_dtype=dl.device_dtype,
+        address=int(layout.allocation["hbm"]),
+    )
+
+
+def _kernel_name(specs: list[OpSpec], state: RulesGraphState) -> str:
+    ops = "_".join(dict.fromkeys(spec.op for spec in specs))
+    return f"sdsc_{ops}_{len(state.kernels)}"
+
+
+class RulesScheduling(BaseScheduling):
+    def get_backend_features(self, device: Any) -> OrderedSet:
+        return OrderedSet()
+
+    def can_fuse_vertical(self, node1: Any, node2: Any) -> bool:
+        return False
+
+    def can_fuse_horizontal(self, node1: Any, node2: Any) -> bool:
+        return False
+
+    def group_fn(self, sizes: Any) -> Any:
+        return tuple(tuple(map(V.graph.sizevars.simplify, s)) for s in sizes)
+
+    def codegen_template(self, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedGraph("template kernels are unsupported")
+
+    def codegen_sync(self) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+    def ready_to_flush(self) -> bool:
+        return False
+
+    def codegen_node(self, node: Any) -> None:
+        state = graph_state(V.graph)
+        snodes = list(node.get_nodes())
+        kernel = RulesKernel()
+        with V.set_kernel_handler(kernel):
+            specs = [build_op_spec(sn, kernel, state) for sn in snodes]
+        _, call_args, _, _ = kernel.args.python_argdefs()
+        position = {name: i for i, name in enumerate(call_args)}
+        for spec in iter_op_specs(specs):
+            for arg in spec.args:
+                arg.arg_index = position[arg.name]
+        stickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+                    if n in state.host_inputs}
+        unstickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+                      if n in state.host_outputs and n not in state.host_inputs
+                      and n in kernel.args.output_buffers}
+
+        wrapper = V.graph.wrapper_code
+        if state.device_var is None:
+            state.device_var = DEVICE_VAR
+            wrapper.header.writeline(
+                f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})"
+            )
+        name = _kernel_name(specs, state)
+        wrapper.define_kernel(
+            name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify),
+            gpu=False,
+        )
+        for sn in snodes:
+            sn.mark_run()
+        self.codegen_comment(snodes, name)
+        wrapper.writeline(f"{name}.run({', '.join(call_args)})")
+        state.kernels.append((name, specs))
+        self.free_buffers_in_scheduler()

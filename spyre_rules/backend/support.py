@@ -1,0 +1,80 @@
+"""Which lowered graphs the pipeline can compile; everything else is named and refused.
+
+Refusing is explicit: an ``UnsupportedGraph`` naming the op and the reason,
+which the backend turns into a warned eager fallback or an error
+(``config.fallback``).  Running such a graph through Inductor's own kernels
+instead would quietly bypass the Spyre program, which is what we must not do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.ir_edit import op_description
+
+__all__ = ["check_supported", "static_ints"]
+
+# Loop kinds our recorder and executor understand.  WelfordReduction is a
+# Reduction subclass (layer_norm/var on CPU lower to it for long rows).
+_SUPPORTED_DATA = (ir.Pointwise, ir.Reduction)
+_UNSUPPORTED_DATA = (ir.Scan, ir.Sort)
+
+
+def static_ints(values: Any, what: str, op: Any) -> list[int]:
+    out = []
+    for v in values:
+        if isinstance(v, sympy.Expr) and not v.is_Integer:
+            raise UnsupportedGraph(
+                f"{op_description(op)}: {what} {list(values)} is symbolic; "
+                "spyre_rules compiles static shapes only (dynamic shapes are unsupported)"
+            )
+        out.append(int(v))
+    return out
+
+
+def _check_input(name: str, value: Any) -> None:
+    if isinstance(value, sympy.Expr):
+        raise UnsupportedGraph(
+            f"graph input {name} is a symbolic size ({value}); "
+            "spyre_rules compiles static shapes only (dynamic shapes are unsupported)"
+        )
+    if not isinstance(value, ir.TensorBox):
+        raise UnsupportedGraph(f"graph input {name} is a {type(value).__name__}, not a tensor")
+    layout = value.get_layout()
+    static_ints(layout.size, "size", value)
+    strides = static_ints(layout.stride, "stride", value)
+    if any(s == 0 for s, n in zip(strides, layout.size) if int(n) > 1):
+        raise UnsupportedGraph(
+            f"graph input {name} has a zero (broadcast) stride {strides}; "
+            "a device stick layout needs distinct host elements"
+        )
+
+
+def check_supported(graph: Any) -> None:
+    """Raise UnsupportedGraph for the first input or operation we cannot compile."""
+    for name, value in graph.graph_inputs.items():
+        _check_input(name, value)
+    for op in graph.operations:
+        what = op_description(op)
+        if not isinstance(op, ir.ComputedBuffer):
+            kernel = getattr(op, "python_kernel_name", None) or type(op).__name__
+            raise UnsupportedGraph(
+                f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
+            )
+        if isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
+            raise UnsupportedGraph(
+                f"{what} writes into another buffer ({type(op.layout).__name__}); "
+                "in-place mutation and concatenation buffers are unsupported"
+            )
+        data = op.data
+        if isinstance(data, _UNSUPPORTED_DATA) or not isinstance(data, _SUPPORTED_DATA):
+            raise UnsupportedGraph(f"{what} is a {type(data).__name__}, which is unsupported")
+        static_ints(op.get_size(), "size", op)
+        if isinstance(data, ir.Reduction):
+            static_ints(data.get_reduction_size(), "reduction size", op)
+        if any(int(s) == 0 for s in op.get_size()):
+            raise UnsupportedGraph(f"{what} has a zero-size dim {list(op.get_size())}")

@@ -1,0 +1,52 @@
+"""Wrapper codegen: Inductor's Python wrapper plus our imports and no host
+allocation for buffers that live only in simulated device memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.codegen import source
+
+__all__ = ["RulesWrapperCodegen"]
+
+
+class RulesWrapperCodegen(PythonWrapperCodegen):
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            raise UnsupportedGraph(
+                f"subgraph {subgraph_name} (control flow / higher-order op) is unsupported"
+            )
+        return RulesWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        for line in source.IMPORTS:
+            self.imports.writeline(line)
+
+    def make_buffer_allocation(self, buffer: Any) -> str:
+        name = buffer.get_name()
+        state = graph_state(V.graph)
+        if name in state.layouts and name not in state.host_outputs:
+            # Computed and consumed on the device only; kernels never touch a host copy.
+            return f"{name} = None  # lives only in simulated device memory"
+        return super().make_buffer_allocation(buffer)
+
+    def generate(self, is_inference: bool) -> Any:
+        result = super().generate(is_inference)
+        state = graph_state(V.graph)
+        state.wrapper_source = result[0].value if hasattr(result[0], "value") else str(result[0])
+        from spyre_rules.codegen.dump import dump_graph
+
+        dump_graph(V.graph, state)
+        return result

@@ -1,0 +1,101 @@
+"""Build the OpSpec of one scheduler node.
+
+The node's IR op is traced once through its default loop body (one loop per
+non-unit dim, in the op's own dim order -- Inductor's loop reordering and
+merging are deliberately not used, so iteration symbols correspond to host
+dims: output dims first, then reduction dims, named ``c0, c1, ...``).  The
+recorder turns the body into the SSA program; each access becomes a TensorArg
+with device coordinates from the buffer's stick layout (layout_model §1.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+from torch._inductor.sizevars import SimplifyIndexing
+from torch._inductor.utils import sympy_index_symbol
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import RulesGraphState
+from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.codegen.access import access_coordinates
+from spyre_rules.codegen.op_spec import OpSpec, TensorArg
+from spyre_rules.codegen.recorder import ProgramRecorder
+from spyre_rules.errors import CoordinateError
+
+__all__ = ["build_op_spec", "op_name"]
+
+
+def op_name(op: ir.ComputedBuffer) -> str:
+    """The OpSpec ``op``: the reduction type, a restickify, or the aten op name."""
+    kind = getattr(op, "spyre_rules_kind", None)
+    if kind is not None:
+        return kind
+    if isinstance(op.data, ir.Reduction):
+        return str(op.data.reduction_type)
+    node = getattr(op.data, "origin_node", None)
+    origins = [node] if node is not None else sorted(op.get_origins(), key=lambda n: n.name)
+    for origin in origins:
+        target = getattr(origin, "target", None)
+        name = getattr(target, "__name__", None) or str(target)
+        if name:
+            return name.split(".")[0]
+    return "pointwise"
+
+
+def _coordinates(layout: Any, index: sympy.Expr, ranges: dict[Any, Any], what: str) -> list:
+    try:
+        return access_coordinates(
+            layout.device_layout, layout.size, layout.stride, layout.offset, index, ranges
+        )
+    except CoordinateError as exc:
+        raise UnsupportedGraph(f"{what}: {exc}") from None
+
+
+def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
+    """Trace ``snode``'s op; register its buffers as ``kernel.args``."""
+    op = snode.node
+    what = op_description(op)
+    (sizes, rsizes), body, _ = op.get_default_sizes_body()
+    n_out = len(sizes)
+    symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
+    ranges = dict(zip(symbols, [*sizes, *rsizes]))
+    recorder = ProgramRecorder(what)
+    with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
+        body(symbols[:n_out], symbols[n_out:])
+    if recorder.store_entry is None:
+        raise UnsupportedGraph(f"{what}: its loop body stores nothing")
+
+    args = []
+    for access in recorder.accesses:
+        layout = state.layouts.get(access.buffer)
+        if layout is None:
+            raise UnsupportedGraph(f"{what}: buffer {access.buffer} has no Spyre layout")
+        if access.is_input:
+            kernel.args.input(access.buffer)
+        else:
+            kernel.args.output(access.buffer)
+        dl = layout.device_layout
+        args.append(TensorArg(
+            is_input=access.is_input,
+            arg_index=-1,  # set once the kernel's argument list is complete
+            device_dtype=dl.device_dtype,
+            device_size=list(dl.device_size),
+            device_coordinates=_coordinates(layout, access.index, ranges, what),
+            allocation=dict(layout.allocation),
+            name=access.buffer,
+        ))
+    return OpSpec(
+        op=op_name(op),
+        is_reduction=isinstance(op.data, ir.Reduction),
+        iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
+        args=args,
+        op_info={
+            "program": recorder.program,
+            "store": recorder.store_entry,
+            "reduction_symbols": symbols[n_out:],
+        },
+    )

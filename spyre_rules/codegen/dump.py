@@ -1,0 +1,54 @@
+"""The dump directory (``config.dump_dir`` / ``SPYRE_RULES_DUMP_DIR``).
+
+Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
+
+* ``wrapper.py``  -- the generated wrapper module source;
+* ``plan.json``   -- every op's plan record from the pre-scheduling seam (name,
+  kind, layout with HBM address, ``decision`` -- ``"no plan"`` until a planner
+  records one, and its rule trace) plus the memory map;
+* ``<kernel>/sdsc_N.json`` + ``<kernel>/bundle.mlir`` per generated kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from spyre_rules import config
+from spyre_rules.codegen.bundle import generate_bundle, sdsc_files
+
+__all__ = ["dump_graph"]
+
+
+def _new_folder(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        folder = root / f"graph_{n}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            n += 1
+
+
+def dump_graph(graph: Any, state: Any) -> Path | None:
+    root = config.dump_dir
+    if not root:
+        return None
+    folder = _new_folder(Path(root))
+    (folder / "wrapper.py").write_text(state.wrapper_source or "")
+    plan = {
+        "graph": getattr(graph, "name", None) or folder.name,
+        "ops": list(state.plan.values()),
+        "memory_map": state.memory.to_json() if state.memory is not None else None,
+    }
+    (folder / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
+    for name, specs in state.kernels:
+        kdir = folder / name
+        kdir.mkdir()
+        for filename, content in sdsc_files(specs).items():
+            (kdir / filename).write_text(json.dumps(content, indent=2) + "\n")
+        (kdir / "bundle.mlir").write_text(generate_bundle(specs))
+    return folder

@@ -1,0 +1,156 @@
+"""Record an Inductor loop body as the SSA ``op_info["program"]`` of an OpSpec.
+
+``ProgramRecorder`` is an ops handler: running a LoopBody under it turns every
+``ops.load / constant / index_expr / to_dtype / masked / reduction / <pointwise>``
+call into one SSA entry (format in ``op_spec.py``) and every ``load``/``store``
+into an access (buffer name + index) that becomes a TensorArg.  Anything the
+executor could not run (indirect indexing, random numbers, scans, bitcasts,
+atomic stores, unknown op names) raises UnsupportedGraph naming the op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor.ops_handler import DefaultHandler
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.executor.pointwise import POINTWISE_OPS
+from spyre_rules.facts.coordinates import to_plain_sympy
+
+__all__ = ["Access", "ProgramRecorder", "Ref", "dtype_name"]
+
+REDUCTION_TYPES = frozenset(
+    {"sum", "prod", "max", "min", "any", "argmax", "argmin", "welford_reduce", "batchmatmul"}
+)
+_TUPLE_REDUCTIONS = {"welford_reduce": 3}
+
+
+def dtype_name(dtype: torch.dtype | None) -> str | None:
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+class Ref(int):
+    """An SSA value: the index of the program entry that defines it."""
+
+
+@dataclasses.dataclass
+class Access:
+    is_input: bool
+    buffer: str
+    index: sympy.Expr
+
+
+class ProgramRecorder(DefaultHandler):
+    def __init__(self, what: str) -> None:
+        self.what = what  # op description for error messages
+        self.program: list[dict[str, Any]] = []
+        self.accesses: list[Access] = []
+        self.store_entry: dict[str, Any] | None = None
+        self._masks: list[Ref] = []
+
+    # -- helpers ---------------------------------------------------------------
+    def _refuse(self, reason: str) -> UnsupportedGraph:
+        return UnsupportedGraph(f"{self.what}: {reason}")
+
+    def _emit(self, entry: dict[str, Any]) -> Ref:
+        self.program.append(entry)
+        return Ref(len(self.program) - 1)
+
+    def _ref(self, value: Any) -> Ref:
+        if isinstance(value, Ref):
+            return value
+        if isinstance(value, (bool, int, float)):
+            return self._emit({"op": "constant", "value": value, "dtype": None})
+        raise self._refuse(f"operand {value!r} ({type(value).__name__}) is not a recorded value")
+
+    def _access(self, is_input: bool, name: str, index: Any) -> int:
+        self.accesses.append(Access(is_input, name, sympy.sympify(index)))
+        return len(self.accesses) - 1
+
+    # -- memory ------------------------------------------------------------------
+    def load(self, name: str, index: sympy.Expr) -> Ref:
+        entry: dict[str, Any] = {
+            "op": "load",
+            "arg": self._access(True, name, index),
+            "dtype": dtype_name(V.graph.get_dtype(name)),
+        }
+        if self._masks:
+            entry["masks"] = list(self._masks)
+        return self._emit(entry)
+
+    def _store(self, name: str, index: Any, value: Any) -> None:
+        if self.store_entry is not None:
+            raise self._refuse("more than one store in one op")
+        self.store_entry = {
+            "arg": self._access(False, name, index),
+            "value": self._ref(value),
+            "dtype": dtype_name(V.graph.get_dtype(name)),
+        }
+
+    def store(self, name: str, index: sympy.Expr, value: Any, mode: Any = None) -> None:
+        if mode is not None:
+            raise self._refuse(f"store mode {mode!r} (e.g. atomic add) is unsupported")
+        self._store(name, index, value)
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        self._store(name, index, value)
+
+    # -- values ------------------------------------------------------------------
+    def constant(self, value: Any, dtype: torch.dtype) -> Ref:
+        return self._emit({"op": "constant", "value": value, "dtype": dtype_name(dtype)})
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Ref:
+        # Plain floor/Mod so the printed source re-parses with stock sympify.
+        return self._emit({"op": "index_expr", "expr": to_plain_sympy(expr),
+                           "dtype": dtype_name(dtype)})
+
+    def to_dtype(self, x: Any, dtype: torch.dtype, src_dtype: Any = None,
+                 use_compute_types: bool = True) -> Ref:
+        return self._emit({"op": "to_dtype", "in": [self._ref(x)], "dtype": dtype_name(dtype)})
+
+    def masked(self, mask: Any, body: Any, other: Any) -> Ref:
+        m = self._ref(mask)
+        self._masks.append(m)
+        try:
+            value = self._ref(body())
+        finally:
+            self._masks.pop()
+        if not isinstance(other, (bool, int, float)):
+            raise self._refuse(f"masked fill value {other!r} is not a scalar")
+        return self._emit({"op": "masked", "in": [m, value], "other": other})
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str,
+                  value: Any) -> Any:
+        if reduction_type not in REDUCTION_TYPES:
+            raise self._refuse(f"reduction type {reduction_type!r} is unsupported")
+        values = value if isinstance(value, tuple) else (value,)
+        ref = self._emit({
+            "op": "reduction", "type": reduction_type, "in": [self._ref(v) for v in values],
+            "dtype": dtype_name(dtype), "src_dtype": dtype_name(src_dtype),
+        })
+        width = _TUPLE_REDUCTIONS.get(reduction_type)
+        if width is None:
+            return ref
+        return tuple(self._emit({"op": "getitem", "in": [ref], "index": i}) for i in range(width))
+
+    # -- no-ops and refusals ---------------------------------------------------------
+    def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:
+        return None  # the executor bounds-checks every access itself
+
+    def device_assert_async(self, cond: Any, msg: str) -> None:
+        return None
+
+    def indirect_indexing(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._refuse("indirect indexing (gather/scatter by a loaded index) is unsupported")
+
+    def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name not in POINTWISE_OPS:
+            raise self._refuse(f"op {name!r} has no Spyre/executor implementation")
+        if kwargs:
+            raise self._refuse(f"op {name!r} called with keyword arguments {sorted(kwargs)}")
+        return self._emit({"op": name, "in": [self._ref(a) for a in args]})

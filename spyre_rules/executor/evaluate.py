@@ -1,0 +1,265 @@
+"""Execute one OpSpec over simulated device memory, vectorised and chunked.
+
+The iteration space (output symbols, then reduction symbols) is walked in
+chunks of at most ``CHUNK_ELEMENTS`` points (``_blocks``), so temporaries stay
+a small, fixed multiple of that bound (a few hundred MB at most) whatever the
+tensor sizes; a reduction longer than the bound is evaluated in pieces whose
+partial results are combined (``reductions.combine``).  Within a chunk every
+iteration symbol is an int64 grid along *its own tensor axis*, so a value only
+has the axes of the symbols it depends on: a matmul operand ``A[m, k]`` is
+gathered as an ``(M, 1, K)`` tensor, not once per ``n``.  Every TensorArg's
+device coordinates are evaluated on those grids, turned into addresses
+``allocation + sum(coord_d * device_strides[d]) * element_bytes``,
+bounds-checked against the arg's allocation, and gathered; the program's SSA
+entries then compute on whole tensors; the result is scattered through the
+store arg's addresses.  No Python loop runs per element.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from spyre_rules.codegen.op_spec import OpSpec, TensorArg, element_bytes
+from spyre_rules.executor import dtypes, reductions
+from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
+from spyre_rules.executor.pointwise import apply_pointwise
+from spyre_rules.executor.sympy_eval import evaluate
+
+__all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
+
+#: Most iteration points evaluated at once.
+CHUNK_ELEMENTS = 1 << 20
+
+
+def _device_strides(size: list[int]) -> list[int]:
+    strides = [1] * len(size)
+    for d in range(len(size) - 2, -1, -1):
+        strides[d] = strides[d + 1] * int(size[d + 1])
+    return strides
+
+
+class _Access:
+    """Address computation and bounds checks of one TensorArg in one op.
+
+    Works in *element* units of the arg's device format (byte address =
+    ``element * element_bytes``; segments are 128-byte aligned, so the base is a
+    whole number of elements).  Checks, cheapest first:
+
+    1. every device coordinate lies in ``[0, device_size[d])`` -- evaluated on the
+       coordinate's own (small, broadcastable) grid;
+    2. the address range implied by the coordinates' extremes lies in the
+       allocation ``[base, base + size_in_bytes)``; only if that bound fails is
+       every address checked to report the first bad one.
+    Masked-off lanes (loads under ``masked``) are exempt and read the base.
+    """
+
+    def __init__(self, op: str, arg: TensorArg) -> None:
+        if "hbm" not in arg.allocation:
+            raise DeviceMemoryError(
+                f"op {op}: tensor {arg.name} has no HBM allocation ({arg.allocation})"
+            )
+        self.op = op
+        self.arg = arg
+        self.width = element_bytes(arg.device_dtype)
+        self.base = int(arg.allocation["hbm"])
+        self.end = self.base + arg.size_in_bytes
+        if self.base % self.width:
+            raise DeviceMemoryError(
+                f"op {op}: tensor {arg.name} allocation {self.base} is not aligned to its "
+                f"{self.width}-byte elements"
+            )
+        self.strides = _device_strides(arg.device_size)
+
+    def _fail(self, access: str, offset: Any, bad: torch.Tensor, detail: str) -> DeviceMemoryError:
+        offset, bad = torch.broadcast_tensors(torch.as_tensor(offset), bad)
+        element = offset[bad].flatten()[0]
+        address = self.base + int(element) * self.width
+        return DeviceMemoryError(
+            f"op {self.op}: {access} of tensor {self.arg.name} at byte address {address} "
+            f"{detail} (allocation [{self.base}, {self.end}))"
+        )
+
+    def elements(self, env: dict[str, Any], active: torch.Tensor | None, access: str) -> torch.Tensor:
+        """Global element indices (into the HBM view of this arg's storage dtype)."""
+        offset: Any = 0
+        low = high = 0
+        for d, (expr, stride) in enumerate(zip(self.arg.device_coordinates, self.strides)):
+            coord = torch.as_tensor(evaluate(expr, env), dtype=torch.int64)
+            size = int(self.arg.device_size[d])
+            outside = (coord < 0) | (coord >= size)
+            if active is not None:
+                outside = outside & active
+            if bool(outside.any()):
+                raise self._fail(access, offset + coord * stride, outside,
+                                 f"has device coordinate {d} = {expr} outside [0, {size})")
+            if coord.numel():
+                low += int(coord.min()) * stride
+                high += int(coord.max()) * stride
+            offset = offset + coord * stride
+        offset = torch.as_tensor(offset, dtype=torch.int64)
+        limit = (self.end - self.base) // self.width
+        if low < 0 or high >= limit:  # the cheap bound failed: find the exact culprit
+            bad = (offset < 0) | (offset >= limit)
+            if active is not None:
+                bad = bad & active
+            if bool(bad.any()):
+                raise self._fail(access, offset, bad, "is outside its allocation")
+        if active is not None:
+            offset = torch.where(active, offset, 0)
+        return offset + self.base // self.width
+
+
+def _blocks(ranges: list[int], budget: int) -> Iterator[list[tuple[int, int]]]:
+    """Cover the row-major space ``ranges`` with blocks of at most ``budget`` points.
+
+    Each block is one ``(start, stop)`` per axis: the axes after a *split axis*
+    are whole, the split axis is cut into runs, the axes before it are single
+    indices.  The split axis is the outermost one whose inner axes fit the budget.
+    """
+    inner = [math.prod(ranges[i + 1:]) for i in range(len(ranges))]
+    split = next((i for i, n in enumerate(inner) if n <= budget), None)
+    if split is None:  # no axes: one point
+        yield []
+        return
+    run = max(1, budget // inner[split])
+    for prefix in itertools.product(*(range(r) for r in ranges[:split])):
+        for a in range(0, ranges[split], run):
+            yield ([(i, i + 1) for i in prefix] + [(a, min(ranges[split], a + run))]
+                   + [(0, r) for r in ranges[split + 1:]])
+
+
+def _grids(names: list[str], block: list[tuple[int, int]], first_axis: int, rank: int) -> dict[str, Any]:
+    """One int64 grid per symbol, each varying along its own axis of a ``rank``-dim
+    chunk (axes ``first_axis, ...``); single-index axes become plain ints."""
+    env: dict[str, Any] = {}
+    for i, (name, (a, b)) in enumerate(zip(names, block)):
+        if b - a == 1:
+            env[name] = a
+            continue
+        shape = [1] * rank
+        shape[first_axis + i] = b - a
+        env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
+    return env
+
+
+def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | None:
+    masks = entry.get("masks")
+    if not masks:
+        return None
+    active = torch.as_tensor(values[masks[0]]).bool()
+    for m in masks[1:]:
+        active = active & torch.as_tensor(values[m]).bool()
+    return active
+
+
+class _Program:
+    def __init__(self, spec: OpSpec, where: str) -> None:
+        self.spec = spec
+        self.name = f"{where}/{spec.op}" if where else spec.op
+        self.accesses = [_Access(self.name, arg) for arg in spec.args]
+        self.program = spec.op_info["program"]
+        self.store = spec.op_info["store"]
+        red = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
+        items = [(str(s), int(r)) for s, (r, _) in spec.iteration_space.items()]
+        self.out = [(n, r) for n, r in items if n not in red]
+        self.red = [(n, r) for n, r in items if n in red]
+        self.reduction_at = next(
+            (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
+        self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
+
+    def _load(self, entry: dict[str, Any], env: dict[str, Any], values: list[Any]) -> torch.Tensor:
+        access = self.accesses[entry["arg"]]
+        active = _active_mask(entry, values)
+        elements = access.elements(env, active, "load")
+        host = dtypes.host_dtype(entry["dtype"])
+        raw = self.memory.read(elements, dtypes.storage_dtype(access.arg.device_dtype, host))
+        value = dtypes.to_compute(dtypes.from_storage(raw, host))
+        if active is not None:
+            value = torch.where(active, value, torch.zeros((), dtype=value.dtype))
+        return value
+
+    def _eval(self, env: dict[str, Any], start: int = 0, stop: int | None = None,
+              values: list[Any] | None = None) -> list[Any]:
+        """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
+        values = [] if values is None else values
+        stop = len(self.program) if stop is None else stop
+        for entry in self.program[start:stop]:
+            kind = entry["op"]
+            if kind == "load":
+                value = self._load(entry, env, values)
+            elif kind == "constant":
+                value = entry["value"]
+                if entry["dtype"] is not None:
+                    value = dtypes.to_dtype(value, dtypes.host_dtype(entry["dtype"]))
+            elif kind == "index_expr":
+                value = dtypes.to_dtype(evaluate(entry["expr"], env), dtypes.host_dtype(entry["dtype"]))
+            elif kind == "to_dtype":
+                value = dtypes.to_dtype(values[entry["in"][0]], dtypes.host_dtype(entry["dtype"]))
+            elif kind == "masked":
+                mask, body = (values[i] for i in entry["in"])
+                value = torch.where(torch.as_tensor(mask).bool(), torch.as_tensor(body),
+                                    torch.as_tensor(entry["other"]).to(torch.as_tensor(body).dtype))
+            elif kind == "getitem":
+                value = values[entry["in"][0]][entry["index"]]
+            elif kind == "reduction":
+                raise AssertionError("reductions are evaluated chunk-wise by _reduce")
+            else:
+                value = apply_pointwise(kind, [values[i] for i in entry["in"]])
+            values.append(value)
+        return values
+
+    def _reduce(self, out_env: dict[str, Any], out_shape: list[int], budget: int) -> Any:
+        """The reduction's value for every output point of ``out_env`` (shape ``out_shape``)."""
+        kind = self.reduction["type"]
+        names = [n for n, _ in self.red]
+        ranges = [r for _, r in self.red]
+        rank = len(out_shape) + len(ranges)
+        points = math.prod(out_shape)
+        acc = None
+        for block in _blocks(ranges, max(1, budget // max(points, 1))):
+            env = dict(out_env)
+            env.update(_grids(names, block, len(out_shape), rank))
+            values = self._eval(env, stop=self.reduction_at)
+            shape = [*out_shape, *(b - a for a, b in block)]
+            offset = sum(a * math.prod(ranges[i + 1:]) for i, (a, _) in enumerate(block))
+            inputs = [values[i] for i in self.reduction["in"]]
+            part = reductions.reduce_chunk(kind, inputs, shape, len(ranges), offset)
+            acc = reductions.combine(kind, acc, part)
+        return reductions.finish(kind, acc)
+
+    def run(self, memory: DeviceMemory) -> None:
+        self.memory = memory
+        names = [n for n, _ in self.out]
+        ranges = [r for _, r in self.out]
+        r_total = math.prod(r for _, r in self.red) if self.reduction else 1
+        store_access = self.accesses[self.store["arg"]]
+        store_dtype = dtypes.host_dtype(self.store["dtype"])
+        storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
+        for block in _blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
+            shape = [b - a for a, b in block]
+            if self.reduction is None:
+                env = _grids(names, block, 0, len(shape))
+                values = self._eval(env)
+            else:
+                # Output grids carry trailing unit axes for the reduction axes, so
+                # loads broadcast against reduction grids; only the reduction's
+                # result and what follows it (tuple items) are evaluated per point.
+                rank = len(shape) + len(self.red)
+                reduced = self._reduce(_grids(names, block, 0, rank), shape, CHUNK_ELEMENTS)
+                env = _grids(names, block, 0, len(shape))
+                values = [None] * self.reduction_at + [reduced]
+                values = self._eval(env, start=self.reduction_at + 1, values=values)
+            value = torch.as_tensor(values[self.store["value"]]).expand(shape)
+            elements = store_access.elements(env, None, "store").expand(shape)
+            data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
+            memory.write(elements.reshape(-1), data.reshape(-1))
+
+
+def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "") -> None:
+    """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel)."""
+    _Program(spec, where).run(memory)

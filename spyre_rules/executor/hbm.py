@@ -1,0 +1,53 @@
+"""Simulated device memory (HBM): one flat, zero-initialised byte array.
+
+Programs address it in bytes; the executor gathers and scatters through typed
+views (element index = byte address / element size).  Every access is checked
+against its allocation before memory is touched (``evaluate._Access``); a
+violation raises ``DeviceMemoryError`` naming the op, the tensor and the first
+bad byte address.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from spyre_rules.errors import SpyreRulesError
+
+__all__ = ["DeviceMemory", "DeviceMemoryError"]
+
+
+class DeviceMemoryError(SpyreRulesError, IndexError):
+    """An access falls outside its tensor's allocation (names op, tensor, address)."""
+
+
+class DeviceMemory:
+    """``total_bytes`` of zero-initialised device memory with typed element views."""
+
+    def __init__(self, total_bytes: int) -> None:
+        # Round up so every typed view (up to 8-byte elements) covers the whole map.
+        self.total_bytes = int(total_bytes)
+        self._bytes = torch.zeros(-(-self.total_bytes // 8) * 8, dtype=torch.uint8)
+        self._views: dict[torch.dtype, torch.Tensor] = {}
+
+    def _view(self, dtype: torch.dtype) -> torch.Tensor:
+        view = self._views.get(dtype)
+        if view is None:
+            view = self._bytes.view(dtype)
+            self._views[dtype] = view
+        return view
+
+    # index_select / index_copy_ rather than ``view[idx]``: advanced indexing costs
+    # ~15 ms per call on CPU in torch 2.13, index_select microseconds.
+    def read(self, elements: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Gather by element index of the ``dtype`` view (byte address / element size)."""
+        flat = self._view(dtype).index_select(0, elements.reshape(-1))
+        return flat.view(elements.shape)
+
+    def write(self, elements: torch.Tensor, values: torch.Tensor) -> None:
+        self._view(values.dtype).index_copy_(0, elements.reshape(-1), values.reshape(-1))
+
+    def read_bytes(self, address: int, size: int) -> torch.Tensor:
+        return self._bytes[address:address + size]
+
+    def write_bytes(self, address: int, data: torch.Tensor) -> None:
+        self._bytes[address:address + data.numel()] = data

@@ -1,0 +1,104 @@
+"""Reductions over the trailing (reduction) axis of a chunk, and how chunks combine.
+
+A reduction whose range is larger than the chunk bound is evaluated in pieces
+along the reduction axis; ``combine`` merges the partial result of a piece into
+the running one (sums add, extrema compare, arg-extrema keep the first index,
+Welford partials merge with Chan's formula).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["reduce_chunk", "combine", "finish"]
+
+
+def _t(x: Any) -> torch.Tensor:
+    return x if isinstance(x, torch.Tensor) else torch.tensor(x)
+
+
+def _accumulate_dtype(x: torch.Tensor) -> torch.dtype | None:
+    # Integer and bool sums accumulate in int64 like torch.sum; floats stay float32/64.
+    if x.dtype == torch.bool or not x.dtype.is_floating_point:
+        return torch.int64
+    return None
+
+
+def reduce_chunk(kind: str, values: list[Any], shape: list[int], n_red: int, offset: int) -> Any:
+    """Partial result over the trailing ``n_red`` axes of a chunk of ``shape``.
+
+    ``values`` broadcast to ``shape`` (a value only has the axes of the symbols
+    it depends on).  ``offset`` is the row-major position of the chunk's first
+    element in the whole reduction space (arg-reductions report absolute
+    indices); the chunk is contiguous in that order.
+    """
+    out_shape = shape[: len(shape) - n_red]
+    dims = tuple(range(len(out_shape), len(shape)))
+    count = math.prod(shape[len(out_shape):])
+    if kind == "batchmatmul":
+        # sum_k a*b without materialising the broadcast product (einsum -> bmm).
+        a, b = (_t(v) for v in values)  # full-rank grids: both have len(shape) axes
+        if n_red != 1:
+            raise ValueError(f"batchmatmul over {n_red} reduction axes")
+        return torch.einsum("...k,...k->...", a, b).expand(out_shape)
+    (x,) = (_t(v).expand(shape) for v in values)
+    if kind == "sum":
+        return x.sum(dims, dtype=_accumulate_dtype(x)) if dims else x.clone()
+    if kind == "max":
+        return x.amax(dims)
+    if kind == "min":
+        return x.amin(dims)
+    if kind == "any":
+        return x.bool().any(dims) if dims else x.bool()
+    flat = x.reshape(*out_shape, count)  # copies only for broadcast inputs
+    if kind == "prod":
+        return flat.prod(-1, dtype=_accumulate_dtype(x))
+    if kind in ("argmax", "argmin"):
+        value, index = (torch.max if kind == "argmax" else torch.min)(flat, -1)
+        return value, index + offset
+    if kind == "welford_reduce":
+        flat = flat.double() if flat.dtype == torch.float64 else flat.float()
+        mean = flat.mean(-1)
+        m2 = ((flat - mean.unsqueeze(-1)) ** 2).sum(-1)
+        return mean, m2, torch.full_like(mean, count)
+    raise ValueError(f"unknown reduction type {kind!r}")
+
+
+def _better(kind: str, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    # torch.max/min treat NaN as the extreme value; ties keep the earlier index.
+    strict = new > old if kind == "argmax" else new < old
+    return strict | (torch.isnan(new) & ~torch.isnan(old))
+
+
+def combine(kind: str, acc: Any, part: Any) -> Any:
+    if acc is None:
+        return part
+    if kind in ("sum", "batchmatmul"):
+        return acc + part
+    if kind == "prod":
+        return acc * part
+    if kind == "max":
+        return torch.maximum(acc, part)
+    if kind == "min":
+        return torch.minimum(acc, part)
+    if kind == "any":
+        return acc | part
+    if kind in ("argmax", "argmin"):
+        take = _better(kind, part[0], acc[0])
+        return torch.where(take, part[0], acc[0]), torch.where(take, part[1], acc[1])
+    if kind == "welford_reduce":
+        (ma, m2a, na), (mb, m2b, nb) = acc, part
+        n = na + nb
+        delta = mb - ma
+        return ma + delta * nb / n, m2a + m2b + delta * delta * na * nb / n, n
+    raise ValueError(f"unknown reduction type {kind!r}")
+
+
+def finish(kind: str, acc: Any) -> Any:
+    """The reduction's value: arg-reductions keep only the index."""
+    if kind in ("argmax", "argmin"):
+        return acc[1]
+    return acc

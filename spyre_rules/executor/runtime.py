@@ -1,0 +1,140 @@
+"""Runtime objects the generated wrapper source creates and calls.
+
+The wrapper of one compiled graph holds::
+
+    spyre_device = rules_device(<total HBM bytes>)
+    sdsc_add_0 = rules_make_kernel('sdsc_add_0', spyre_device, [OpSpec(...), ...],
+                                   stickify={0: TensorPlacement(...)},
+                                   unstickify={2: TensorPlacement(...)})
+    ...
+    sdsc_add_0.run(arg0_1, arg1_1, buf0)
+
+``run`` receives the host tensors in ``arg_index`` order.  Graph inputs (the
+``stickify`` args) are written into their HBM segment before the program runs;
+the program's OpSpecs then read and write device memory only; buffers the
+caller sees (graph outputs, the ``unstickify`` args) are copied back into their
+host tensors afterwards.  Intermediates never leave device memory (their host
+argument is ``None``).  One device memory per compiled graph: calls of the same
+compiled graph must not run concurrently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+import torch
+
+from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
+from spyre_rules.executor import dtypes
+from spyre_rules.executor.evaluate import run_op_spec
+from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
+from spyre_rules.executor.stickify import stickify, unstickify
+from spyre_rules.facts.stick_layout import SpyreTensorLayout
+
+__all__ = ["GraphDevice", "ProgramKernel", "rules_device", "rules_make_kernel", "recent_kernels"]
+
+_RECENT: list[weakref.ref] = []
+_RECENT_LIMIT = 256
+_SERIAL = itertools.count()
+
+
+class GraphDevice:
+    """The simulated HBM of one compiled graph (allocated on first use)."""
+
+    def __init__(self, total_bytes: int) -> None:
+        self.total_bytes = int(total_bytes)
+        self._memory: DeviceMemory | None = None
+
+    def memory(self) -> DeviceMemory:
+        if self._memory is None:
+            self._memory = DeviceMemory(self.total_bytes)
+        return self._memory
+
+
+def _layout(p: TensorPlacement) -> SpyreTensorLayout:
+    return SpyreTensorLayout(tuple(p.device_size), tuple(p.stride_map), p.device_dtype)
+
+
+def _check_host(kernel: str, p: TensorPlacement, tensor: Any) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"kernel {kernel}: argument {p.name} is {type(tensor).__name__}, not a tensor")
+    if tuple(tensor.shape) != tuple(p.host_size) or tensor.dtype != dtypes.host_dtype(p.host_dtype):
+        raise ValueError(
+            f"kernel {kernel}: argument {p.name} is {tuple(tensor.shape)} {tensor.dtype}, "
+            f"the program was compiled for {tuple(p.host_size)} {p.host_dtype}"
+        )
+
+
+class ProgramKernel:
+    def __init__(
+        self,
+        name: str,
+        device: GraphDevice,
+        specs: list[OpSpec | LoopSpec],
+        stickify: dict[int, TensorPlacement] | None = None,
+        unstickify: dict[int, TensorPlacement] | None = None,
+    ) -> None:
+        self.name = name
+        self.device = device
+        self.specs = specs
+        self.stickify = dict(stickify or {})
+        self.unstickify = dict(unstickify or {})
+        self.serial = next(_SERIAL)  # creation order, unique for the process
+        self.calls = 0  # how often run() executed the program (tests prove execution)
+
+    def _write_input(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
+        _check_host(self.name, p, tensor)
+        data = stickify(tensor, _layout(p)).reshape(-1).view(torch.uint8)
+        if data.numel() != p.size_in_bytes or p.address + data.numel() > memory.total_bytes:
+            raise DeviceMemoryError(
+                f"kernel {self.name}: stickified {p.name} is {data.numel()} bytes, its "
+                f"segment at {p.address} holds {p.size_in_bytes}"
+            )
+        memory.write_bytes(p.address, data)
+
+    def _read_output(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
+        _check_host(self.name, p, tensor)
+        host = dtypes.host_dtype(p.host_dtype)
+        storage = dtypes.storage_dtype(p.device_dtype, host)
+        raw = memory.read_bytes(p.address, p.size_in_bytes).view(storage)
+        value = unstickify(raw, _layout(p), p.host_size, p.host_stride, host)
+        tensor.copy_(value)
+
+    def run(self, *args: Any) -> None:
+        self.calls += 1
+        memory = self.device.memory()
+        for i, p in self.stickify.items():
+            self._write_input(memory, p, args[i])
+        for item in self.specs:
+            if isinstance(item, LoopSpec):
+                raise NotImplementedError(
+                    f"kernel {self.name}: counted loops (LoopSpec) are not executable yet"
+                )
+        for spec in iter_op_specs(self.specs):
+            run_op_spec(spec, memory, where=self.name)
+        for i, p in self.unstickify.items():
+            self._read_output(memory, p, args[i])
+
+
+def rules_device(total_bytes: int) -> GraphDevice:
+    return GraphDevice(total_bytes)
+
+
+def rules_make_kernel(
+    name: str,
+    device: GraphDevice,
+    specs: list[OpSpec | LoopSpec],
+    stickify: dict[int, TensorPlacement] | None = None,
+    unstickify: dict[int, TensorPlacement] | None = None,
+) -> ProgramKernel:
+    kernel = ProgramKernel(name, device, specs, stickify, unstickify)
+    _RECENT.append(weakref.ref(kernel))
+    del _RECENT[:-_RECENT_LIMIT]
+    return kernel
+
+
+def recent_kernels() -> list[ProgramKernel]:
+    """Kernels created by generated wrappers, oldest first (for tests and tools)."""
+    return [k for k in (r() for r in _RECENT) if k is not None]

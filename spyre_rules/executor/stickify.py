@@ -1,0 +1,155 @@
+"""Host tensor <-> device stick layout, through the stride_map identity.
+
+A device tensor is dense row-major over ``layout.device_size`` (last dim: one
+stick).  For a device position with coordinates ``coords`` the identity of
+layout_model §1.1 gives its host element: ``host_offset = dot(coords,
+stride_map)`` (dims with stride_map -1 contribute nothing and must be 0).
+Padding positions (the stick dim padded up to a multiple of elems_per_stick)
+also produce *some* offset, possibly one of a real element, so a position is
+kept only if it round-trips: its host offset decomposes into an in-range host
+index whose device coordinates (layout_model §1.4) are exactly ``coords``.
+Padding stays zero.
+
+Positions are processed in chunks of ``CHUNK_POSITIONS`` so temporary index
+tensors stay bounded whatever the tensor size.  The position lists of small
+layouts (at most ``CACHE_POSITIONS`` real elements in all cached entries) are
+kept, because a program stickifies the same graph inputs on every call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from spyre_rules.codegen.access import forward_coordinates
+from spyre_rules.executor import dtypes
+from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.facts.stick_layout import SpyreTensorLayout, contiguous_strides
+
+__all__ = ["CHUNK_POSITIONS", "StickifyError", "stickify", "unstickify"]
+
+#: device positions handled at once (bounds temporary memory to ~100 MB).
+CHUNK_POSITIONS = 1 << 20
+#: real elements whose positions may be cached in total (16 bytes each).
+CACHE_POSITIONS = 1 << 22
+
+_CACHE: OrderedDict[tuple, list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
+
+
+class StickifyError(ValueError):
+    """The layout does not describe the host tensor (names both)."""
+
+
+def _unravel(lin: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
+    out = []
+    for stride, size in zip(contiguous_strides(sizes), sizes):
+        out.append(torch.div(lin, stride, rounding_mode="floor") % size)
+    return out
+
+
+def _positions(
+    layout: SpyreTensorLayout, host_size: tuple[int, ...], host_stride: tuple[int, ...]
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(device linear index, host element offset) of every real element, chunked."""
+    coords_fwd, syms = forward_coordinates(layout, host_size, host_stride)
+    names = [s.name for s in syms]
+    order = sorted((d for d in range(len(host_size)) if host_size[d] > 1),
+                   key=lambda d: -host_stride[d])
+    total = math.prod(layout.device_size)
+    for start in range(0, total, CHUNK_POSITIONS):
+        lin = torch.arange(start, min(total, start + CHUNK_POSITIONS), dtype=torch.int64)
+        coords = _unravel(lin, layout.device_size)
+        valid = torch.ones_like(lin, dtype=torch.bool)
+        offset = torch.zeros_like(lin)
+        for c, s in zip(coords, layout.stride_map):
+            if s == -1:
+                valid &= c == 0
+            else:
+                offset += c * s
+        # Decompose the host offset into a host index (largest stride first).
+        rest = offset.clone()
+        env: dict[str, Any] = {n: 0 for n in names}
+        for d in order:
+            idx = torch.div(rest, host_stride[d], rounding_mode="floor")
+            rest -= idx * host_stride[d]
+            valid &= idx < host_size[d]
+            env[names[d]] = idx
+        valid &= rest == 0
+        for c, expr in zip(coords, coords_fwd):
+            valid &= torch.as_tensor(evaluate(expr, env)) == c
+        yield lin[valid], offset[valid]
+
+
+def _cached_positions(
+    layout: SpyreTensorLayout, host_size: tuple[int, ...], host_stride: tuple[int, ...]
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    numel = math.prod(host_size)
+    if numel > CACHE_POSITIONS // 4:
+        return _positions(layout, host_size, host_stride)
+    key = (layout, host_size, host_stride)
+    chunks = _CACHE.get(key)
+    if chunks is None:
+        chunks = list(_positions(layout, host_size, host_stride))
+        _CACHE[key] = chunks
+        while sum(lin.numel() for c in _CACHE.values() for lin, _ in c) > CACHE_POSITIONS:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return chunks
+
+
+def _host_layout(tensor_or_size: Any, host_stride: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    size = tuple(int(s) for s in tensor_or_size)
+    stride = tuple(int(s) for s in host_stride) if host_stride is not None else contiguous_strides(size)
+    return size, tuple(stride)
+
+
+def stickify(tensor: torch.Tensor, layout: SpyreTensorLayout) -> torch.Tensor:
+    """The device tensor (shape ``device_size``, device storage dtype) of ``tensor``."""
+    size, stride = _host_layout(tensor.shape, tensor.stride())
+    storage = dtypes.storage_dtype(layout.device_dtype, tensor.dtype)
+    device = torch.zeros(math.prod(layout.device_size), dtype=storage)
+    flat = tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0) \
+        if tensor.numel() else tensor.reshape(-1)
+    base = tensor.storage_offset()
+    count = 0
+    for lin, off in _cached_positions(layout, size, stride):
+        # index_select/index_copy_: advanced indexing is ~1000x slower on CPU.
+        values = flat.index_select(0, off + base)
+        device.index_copy_(0, lin, dtypes.to_storage(values, tensor.dtype, storage, "stickify"))
+        count += lin.numel()
+    if count != tensor.numel():
+        raise StickifyError(
+            f"layout {layout} covers {count} of the {tensor.numel()} elements of a host "
+            f"tensor of size {list(size)} stride {list(stride)}"
+        )
+    return device.view(layout.device_size)
+
+
+def unstickify(
+    device: torch.Tensor,
+    layout: SpyreTensorLayout,
+    host_size: Sequence[int],
+    host_stride: Sequence[int] | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The host tensor (given size/stride/dtype) held by the device tensor ``device``."""
+    size, stride = _host_layout(host_size, host_stride)
+    dtype = dtype or device.dtype
+    length = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
+    out = torch.zeros(length, dtype=dtype)
+    flat = device.reshape(-1)
+    count = 0
+    for lin, off in _cached_positions(layout, size, stride):
+        out.index_copy_(0, off, dtypes.from_storage(flat.index_select(0, lin), dtype))
+        count += lin.numel()
+    if count != math.prod(size):
+        raise StickifyError(
+            f"layout {layout} covers {count} of the {math.prod(size)} elements of a host "
+            f"tensor of size {list(size)} stride {list(stride)}"
+        )
+    return out.as_strided(size, stride)

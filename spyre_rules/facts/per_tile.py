@@ -1,0 +1,498 @@
+"""The per-tile view of an op under a tiling: what the tiled kernel really addresses.
+
+A tiling maps output host dims to split counts (``{1: 5}``: host dim 1 in five
+equal tiles).  Coarse tiling then runs the op once per tile over per-tile loop
+ranges, writing a per-tile output buffer whose host sizes are divided, whose
+host strides are contiguous and whose device layout is the original one resized
+(layout_model §2.2, §4.6, §5.2).  The span facts must describe *that* kernel.
+
+Deliberate difference from the reference (architecture.md "Deliberate
+differences" #1, layout_model §3.6): the reference validates a tile by shrinking
+the output ranges *and* dividing them again inside the span rule, and it maps
+the *original* write index (full-tensor strides) onto the per-tile stride_map.
+Both under-estimate spans, so it accepts unsafe plans.  Here:
+
+* the per-tile output layout is rebuilt exactly (sizes divided exactly,
+  contiguous strides, ``resize_device_layout`` of the original device layout);
+* the per-tile WRITE index is re-derived: the layout's indexer (what Inductor's
+  store uses) over the per-tile host strides, i.e. the index the tiled kernel
+  executes;
+* coordinates come from that index over the per-tile ranges, and spans are
+  measured over those ranges with no further split: each tiled range is divided
+  exactly once.
+
+Input reads keep their full buffers, layouts and indices (a tiled kernel reads a
+window of the full input); only the ranges of the symbols that drive a tiled
+output dim are divided, once, via ``split_by_symbol``.
+
+Nothing here guesses.  When the view cannot be rebuilt (a split that does not
+divide, a non-contiguous output, a write index that is not the layout's
+indexer, an ambiguous device-layout resize, coordinates that cannot be derived)
+the answer is a :class:`CannotRebuild` carrying the reason.
+
+Pure sympy + the layout model: no torch import, so synthetic layouts can be
+tested without capturing ops (e.g. layout_model §6.4's 2^38-element tensor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sympy
+
+from spyre_rules.errors import CoordinateError, LayoutError
+from spyre_rules.facts.coordinates import device_coordinates, to_plain_sympy
+from spyre_rules.facts.records import Coord, TilingKey, as_int as _int, tiling_key
+from spyre_rules.facts.spans import coordinate_span_bound
+from spyre_rules.facts.stick_layout import (
+    SpyreTensorLayout,
+    contiguous_strides,
+    dtype_info,
+    resize_device_layout,
+    within_stick_host_dim,
+)
+
+__all__ = [
+    "CannotRebuild",
+    "OutputView",
+    "full_output_coords",
+    "input_coords",
+    "output_coords",
+    "per_tile_layout",
+    "per_tile_output",
+    "split_by_symbol",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class CannotRebuild:
+    """The per-tile view does not exist or cannot be derived; ``reason`` says why.
+
+    Falsy, so ``if view:`` reads naturally; never silently treated as "fits".
+    """
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputView:
+    """The output access of one tile: layout, write index, ranges and coordinates.
+
+    ``rebuilt`` is False for the untiled view (the op's own layout and write dep
+    are used unchanged -- resizing to the same size is not the identity, §7.8).
+    """
+
+    tiling: TilingKey
+    host_size: tuple[int, ...]
+    host_stride: tuple[int, ...]
+    device_layout: SpyreTensorLayout
+    index: sympy.Expr
+    ranges: tuple[tuple[sympy.Symbol, int], ...]
+    coords: tuple[sympy.Expr, ...]
+    itemsize: int
+    rebuilt: bool
+
+    @property
+    def range_map(self) -> dict[sympy.Symbol, int]:
+        return dict(self.ranges)
+
+    @property
+    def total_bytes(self) -> int:
+        return math.prod(self.device_layout.device_size) * self.itemsize
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _static(values: Sequence[Any], what: str) -> tuple[int, ...] | CannotRebuild:
+    out = []
+    for v in values:
+        iv = _int(v)
+        if iv is None:
+            return CannotRebuild(f"{what} {list(values)} is not static")
+        out.append(iv)
+    return tuple(out)
+
+
+def _check_tiling(key: TilingKey, host_size: Sequence[int]) -> CannotRebuild | None:
+    for dim, k in key:
+        if not 0 <= dim < len(host_size):
+            return CannotRebuild(
+                f"tiled host dim {dim} is not a dim of host size {list(host_size)}"
+            )
+        if host_size[dim] % k:
+            return CannotRebuild(
+                f"split {k} does not divide host dim {dim} of size {host_size[dim]}"
+            )
+    return None
+
+
+# --------------------------------------------------------------------------- the layout
+
+
+def per_tile_layout(
+    host_size: Sequence[Any],
+    host_stride: Sequence[Any],
+    device_layout: SpyreTensorLayout,
+    tiling: Any,
+) -> tuple[tuple[int, ...], tuple[int, ...], SpyreTensorLayout] | CannotRebuild:
+    """Per-tile ``(host_size, host_stride, device_layout)`` of a buffer (§4.6, §5.2).
+
+    The stick host dim passed to the resize is the layout's within-stick host dim
+    when it has one: the resize then never has to infer the stick by elimination
+    (that inference is what can be ambiguous), and coarse tiling resizes the same
+    way (CT ``_divide_ranges``).  A layout whose host strides are not contiguous
+    is refused: the per-tile buffer gets contiguous strides, and the resize only
+    follows contiguous strides, so the result would not describe one memory order.
+    """
+    size = _static(host_size, "host size")
+    if isinstance(size, CannotRebuild):
+        return size
+    stride = _static(host_stride, "host stride")
+    if isinstance(stride, CannotRebuild):
+        return stride
+    key = tiling_key(tiling)
+    bad = _check_tiling(key, size)
+    if bad is not None:
+        return bad
+    if not key:
+        return size, stride, device_layout
+    dense = contiguous_strides(size)
+    if any(n > 1 and s != c for n, s, c in zip(size, stride, dense)):
+        return CannotRebuild(
+            f"host strides {list(stride)} of size {list(size)} are not contiguous "
+            f"({list(dense)}); a per-tile buffer is contiguous, so its layout would differ"
+        )
+    new_size = list(size)
+    for dim, k in key:
+        new_size[dim] //= k
+    try:
+        stick = within_stick_host_dim(size, stride, device_layout)
+        tiled = resize_device_layout(device_layout, size, new_size, stick_host_dim=stick)
+    except LayoutError as exc:
+        return CannotRebuild(f"per-tile device layout reconstruction failed: {exc}")
+    return tuple(new_size), contiguous_strides(new_size), tiled
+
+
+# --------------------------------------------------------------------------- output side
+
+
+def _indexer(
+    offset: Any, sizes: Sequence[int], strides: Sequence[int], position_vars: Sequence[Any]
+) -> sympy.Expr:
+    """Inductor's ``FixedLayout.make_indexer``: size-1 dims contribute nothing."""
+    index = sympy.sympify(offset)
+    for var, n, s in zip(position_vars, sizes, strides):
+        if n != 1:
+            index = index + sympy.sympify(var) * s
+    return index
+
+
+def per_tile_output(
+    *,
+    host_size: Sequence[Any],
+    host_stride: Sequence[Any],
+    offset: Any,
+    device_layout: SpyreTensorLayout,
+    dtype: Any,
+    position_vars: Sequence[Any],
+    write_index: Any,
+    write_ranges: Mapping[Any, Any],
+    tiling: Any,
+) -> OutputView | CannotRebuild:
+    """Per-tile output view of a write.
+
+    ``position_vars[d]`` is the loop variable of output host dim ``d`` (0 for a
+    size-1 dim Inductor squeezed out of the MemoryDep); ``write_index`` and
+    ``write_ranges`` are the write MemoryDep's.  With an empty tiling the op's
+    own layout and write index are used as they are.
+    """
+    key = tiling_key(tiling)
+    try:
+        itemsize = dtype_info(dtype).itemsize
+    except LayoutError as exc:
+        return CannotRebuild(str(exc))
+    ranges: dict[sympy.Symbol, int] = {}
+    for sym, raw in write_ranges.items():
+        r = _int(raw)
+        if r is None:
+            return CannotRebuild(f"range of {sym} is {raw!r}, not an integer")
+        ranges[sym] = r
+    if not key:
+        size = _static(host_size, "host size")
+        stride = _static(host_stride, "host stride")
+        for got in (size, stride):
+            if isinstance(got, CannotRebuild):
+                return got
+        return _view(key, size, stride, device_layout, write_index, ranges, itemsize, False)
+
+    layout = per_tile_layout(host_size, host_stride, device_layout, key)
+    if isinstance(layout, CannotRebuild):
+        return layout
+    new_size, new_stride, tiled = layout
+    size = _static(host_size, "host size")
+    stride = _static(host_stride, "host stride")
+    if len(position_vars) != len(size):
+        return CannotRebuild(
+            f"{len(position_vars)} loop variables for a rank-{len(size)} output {list(size)}"
+        )
+    # The per-tile index is only the kernel's index if the store is the layout's indexer.
+    expected = _indexer(offset, size, stride, position_vars)
+    try:
+        actual = to_plain_sympy(write_index)
+    except (sympy.SympifyError, TypeError):
+        return CannotRebuild(f"write index {write_index!r} is not a sympy expression")
+    if sympy.expand(actual - expected) != 0:
+        return CannotRebuild(
+            f"write index {write_index} is not the layout's indexer {expected}; "
+            "the per-tile write index cannot be re-derived"
+        )
+    splits = dict(key)
+    for dim, var in enumerate(position_vars):
+        if not isinstance(var, sympy.Symbol):
+            continue  # a squeezed size-1 dim (the tiling check refused splitting it)
+        if var not in ranges:
+            return CannotRebuild(f"loop variable {var} of host dim {dim} has no write range")
+        if ranges[var] != size[dim]:
+            return CannotRebuild(
+                f"loop variable {var} ranges over {ranges[var]}, host dim {dim} has size {size[dim]}"
+            )
+        if dim in splits:
+            ranges[var] //= splits[dim]
+    index = _indexer(offset, new_size, new_stride, position_vars)
+    return _view(key, new_size, new_stride, tiled, index, ranges, itemsize, True)
+
+
+def _view(
+    key: TilingKey,
+    size: tuple[int, ...],
+    stride: tuple[int, ...],
+    stl: SpyreTensorLayout,
+    index: Any,
+    ranges: dict[sympy.Symbol, int],
+    itemsize: int,
+    rebuilt: bool,
+) -> OutputView | CannotRebuild:
+    try:
+        coords = device_coordinates(stl, index, ranges)
+    except CoordinateError as exc:
+        return CannotRebuild(f"per-tile output coordinates: {exc}")
+    return OutputView(
+        tiling=key,
+        host_size=size,
+        host_stride=stride,
+        device_layout=stl,
+        index=sympy.sympify(index),
+        ranges=tuple(ranges.items()),
+        coords=tuple(coords),
+        itemsize=itemsize,
+        rebuilt=rebuilt,
+    )
+
+
+def _loop_symbols(coord: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> frozenset:
+    return frozenset(s for s in coord.free_symbols if s in ranges)
+
+
+def output_coords(buffer: str, view: OutputView) -> list[Coord]:
+    """Coord records of an output view; spans over its per-tile ranges, no further split.
+
+    ``inner_elems = prod(device_size[dim+1:])``: a write covers whole inner extents
+    (seed 000 "Span Calculation").  Stick and constant coordinates are included
+    (marked by ``is_stick`` / empty ``symbols``); which ones matter is policy.
+    """
+    stl = view.device_layout
+    ds = stl.device_size
+    ranges = view.range_map
+    total = view.total_bytes
+    out = []
+    for d, coord in enumerate(view.coords):
+        bound = coordinate_span_bound(coord, ranges)
+        span = None if bound is None else bound.elems
+        inner = math.prod(ds[d + 1 :])
+        out.append(
+            Coord(
+                buffer=buffer,
+                dim=d,
+                is_stick=d == len(ds) - 1,
+                expr=str(coord),
+                symbols=_loop_symbols(coord, ranges),
+                span_elems=span,
+                inner_elems=inner,
+                span_bytes=None if span is None else span * inner * view.itemsize,
+                total_bytes=total,
+                stick_elems=stl.elems_per_stick,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- input side
+
+
+def split_by_symbol(symbol_dims: Mapping[Any, int], tiling: Any) -> dict[Any, int]:
+    """``{symbol: split}`` for every symbol that drives a tiled output host dim."""
+    splits = dict(tiling_key(tiling))
+    return {s: splits[d] for s, d in symbol_dims.items() if d in splits}
+
+
+def _shift_invariant(coord: sympy.Expr, sym: sympy.Symbol, step: int) -> bool:
+    """Whether moving ``sym`` by one tile (``step``) moves ``coord`` by a constant.
+
+    Then every tile's values are tile 0's plus a constant, so the span over the
+    per-tile range ``[0, step)`` holds for every tile.  ``floor(s/64)`` or
+    ``Mod(s, 64)`` with a step that is not a multiple of 64 is not: a later tile
+    can straddle one more boundary than tile 0 does.
+    """
+    return not (coord.subs(sym, sym + step) - coord).free_symbols
+
+
+def _coord_splits(
+    coord: sympy.Expr, ranges: Mapping[Any, Any], splits: Mapping[Any, int]
+) -> dict[Any, int]:
+    """The splits that may be applied to this coordinate's bound (see _shift_invariant).
+
+    A tiled symbol whose shift is not invariant keeps its full range: every tile's
+    values are a subset of the full range's, so that bound is sound (if loose).  A
+    split that does not divide is kept, so the bound says "unknown".
+    """
+    out = {}
+    for sym, k in splits.items():
+        if sym not in coord.free_symbols:
+            continue
+        r = _int(ranges.get(sym))
+        if r is None or r % k or _shift_invariant(coord, sym, r // k):
+            out[sym] = k
+    return out
+
+
+def _split_spans(
+    coords: Sequence[sympy.Expr], ranges: Mapping[Any, Any], splits: Mapping[Any, int]
+) -> list[int | None]:
+    spans: list[int | None] = []
+    for coord in coords:
+        bound = coordinate_span_bound(coord, ranges, _coord_splits(coord, ranges, splits))
+        spans.append(None if bound is None else bound.elems)
+    return spans
+
+
+def full_output_coords(
+    buffer: str,
+    device_layout: SpyreTensorLayout,
+    dtype: Any,
+    index: Any,
+    ranges: Mapping[Any, Any],
+    splits: Mapping[Any, int],
+) -> list[Coord] | CannotRebuild:
+    """Coord records of one tile's write into the op's FULL output buffer.
+
+    A tiled op whose output is read outside its loop does not keep a per-tile
+    buffer: each tile writes its window of the full buffer (coarse tiling's copy
+    op, or the op writing the full buffer directly).  That write uses the op's
+    own (untiled) layout and write index; only the tiled symbols' ranges shrink,
+    divided once by ``splits`` (with the same shift-invariance rule as reads, so
+    the bound holds for every tile, not only tile 0).
+
+    ``inner_elems = prod(device_size[dim+1:])`` as for any write: the span of a
+    coordinate covers every inner device dim of the full buffer, including the
+    parts other tiles write.  This is where the full-buffer view differs from the
+    per-tile view (layout_model §6.4: 2^37 vs 2^34 bytes for split (64, 8)).
+    """
+    try:
+        itemsize = dtype_info(dtype).itemsize
+    except LayoutError as exc:
+        return CannotRebuild(str(exc))
+    try:
+        coords = device_coordinates(device_layout, index, ranges)
+    except CoordinateError as exc:
+        return CannotRebuild(f"full-buffer output coordinates of {buffer}: {exc}")
+    ds = device_layout.device_size
+    total = math.prod(ds) * itemsize
+    spans = _split_spans(coords, ranges, splits)
+    out = []
+    for d, coord in enumerate(coords):
+        span = spans[d]
+        inner = math.prod(ds[d + 1 :])
+        out.append(
+            Coord(
+                buffer=buffer,
+                dim=d,
+                is_stick=d == len(ds) - 1,
+                expr=str(coord),
+                symbols=_loop_symbols(coord, ranges),
+                span_elems=span,
+                inner_elems=inner,
+                span_bytes=None if span is None else span * inner * itemsize,
+                total_bytes=total,
+                stick_elems=device_layout.elems_per_stick,
+            )
+        )
+    return out
+
+
+def input_coords(
+    buffer: str,
+    device_layout: SpyreTensorLayout,
+    dtype: Any,
+    index: Any,
+    ranges: Mapping[Any, Any],
+    splits: Mapping[Any, int],
+) -> list[Coord] | CannotRebuild:
+    """Coord records of a read of a full input buffer on the per-tile ranges.
+
+    ``splits`` (from :func:`split_by_symbol`) divides each tiled symbol's range
+    once; reduction symbols are never in it.  ``inner_elems`` is the tile-aware
+    inner extent (§3.2): an inner coordinate counts ``min(its span, its size)``, a
+    constant one its full size.  A split that does not divide a symbol's range
+    leaves the spans it touches unknown (None), never guessed.
+
+    Tiles of a read are windows of the full buffer, so tile ``t`` reads the index
+    at ``s + t * R/k``.  The reference bounds only ``[0, R/k)``; that is tile 0.
+    Here a split is applied to a coordinate only if shifting by a tile moves the
+    coordinate by a constant (true for every stick-aligned split); otherwise that
+    symbol keeps its full range in that coordinate's bound.
+    """
+    try:
+        itemsize = dtype_info(dtype).itemsize
+    except LayoutError as exc:
+        return CannotRebuild(str(exc))
+    try:
+        coords = device_coordinates(device_layout, index, ranges)
+    except CoordinateError as exc:
+        return CannotRebuild(f"input coordinates of {buffer}: {exc}")
+    ds = device_layout.device_size
+    total = math.prod(ds) * itemsize
+    spans = _split_spans(coords, ranges, splits)
+    out = []
+    for d, coord in enumerate(coords):
+        inner: int | None = 1
+        for j in range(d + 1, len(ds)):
+            if not coords[j].free_symbols:
+                inner *= ds[j]
+            elif spans[j] is None:
+                inner = None
+                break
+            else:
+                inner *= min(spans[j], ds[j])
+        span = spans[d]
+        out.append(
+            Coord(
+                buffer=buffer,
+                dim=d,
+                is_stick=d == len(ds) - 1,
+                expr=str(coord),
+                symbols=_loop_symbols(coord, ranges),
+                span_elems=span,
+                inner_elems=inner,
+                span_bytes=None if span is None or inner is None else span * inner * itemsize,
+                total_bytes=total,
+                stick_elems=device_layout.elems_per_stick,
+            )
+        )
+    return out

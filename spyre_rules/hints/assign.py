@@ -1,0 +1,222 @@
+"""The hint pass: ``op.dim_hints`` from hint annotations, and hint-derived groups.
+
+``assign_dim_hints(graph)`` is a pre-scheduling pass (``fn(graph)``, after layouts,
+before the automatic planner and coarse tiling).  Per op, outermost level first,
+it resolves each hint level ``(dim name, count)`` against the op's named dims:
+
+* an output dim with that name -> ``DimHint(is_reduction=False, host_dim=d)``;
+* a reduction dim with that name -> ``DimHint(is_reduction=True, host_dim=r)``
+  where ``r`` indexes ``op.data.reduction_ranges`` (coarse_tile refuses it:
+  accumulation across tiles is not supported);
+* no dim with that name -> a loop-invariant level (``loop_var=None,
+  host_dim=None``): the op sits in the loop but is not tiled by it, as in the
+  reference.
+
+Errors (``HintError``, naming the dim, the count and the op): an undeclared dim
+name; a count that does not divide the dim (nested levels on one dim divide the
+per-tile size); a name on two dims of one op; a hint whose dim is on none of its
+ops (it would tile nothing).
+
+Hint ids are renumbered densely per graph in order of first appearance, so the
+groups of ``hints_to_coarse_tile_groups`` are deterministic.  User hints start at
+0; the automatic planner allocates from 10000.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.hints.api import declared_tensor_dims
+from spyre_rules.hints.errors import HintError
+from spyre_rules.hints.named_dims import (
+    HintAnnotations,
+    OpDims,
+    input_dim_names,
+    origin_annotations,
+    propagate_named_dims,
+)
+
+__all__ = ["DimHint", "assign_dim_hints", "hints_to_coarse_tile_groups", "hintable_ops"]
+
+_DONE_ATTR = "_spyre_rules_dim_hints_done"
+
+
+@dataclasses.dataclass(frozen=True)
+class DimHint:
+    """One loop level of one op.
+
+    ``dim_names``: the named dim(s) the level splits (``["A"]``; the automatic
+    planner uses ``["_span_overflow"]``).  ``split_count``: the loop trip count
+    (sympy Integer).  ``loop_var``: the op's loop symbol of that dim (None: the
+    level does not tile this op).  ``is_reduction``: the dim is a reduction dim.
+    ``hint_id``: the level's id, shared by all ops of the level.  ``host_dim``:
+    index into ``op.data.ranges`` (= output host dim), or into
+    ``op.data.reduction_ranges`` when ``is_reduction``; None with ``loop_var``.
+    """
+
+    dim_names: Sequence[str]
+    split_count: Any
+    loop_var: sympy.Symbol | None
+    is_reduction: bool
+    hint_id: int
+    host_dim: int | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "split_count", sympy.Integer(self.split_count))
+
+
+def hintable_ops(operations: Sequence[Any]) -> list[Any]:
+    """The ops hints apply to: ComputedBuffers computing a Pointwise or Reduction."""
+    return [
+        op for op in operations
+        if isinstance(op, ir.ComputedBuffer) and isinstance(op.data, (ir.Pointwise, ir.Reduction))
+    ]
+
+
+def _hint_text(name: str, count: int) -> str:
+    return f"spyre_hint(slices={{{name!r}: {count}}})"
+
+
+def _resolve(
+    op: Any,
+    dims: OpDims,
+    levels: tuple[tuple[int, str, int], ...],
+    dense: dict[int, int],
+    declared: dict[str, int],
+) -> list[DimHint]:
+    out_sizes = [int(s) for s in op.data.ranges]
+    red_sizes = (
+        [int(s) for s in op.data.reduction_ranges] if isinstance(op.data, ir.Reduction) else []
+    )
+    remaining = {("out", d): s for d, s in enumerate(out_sizes)}
+    remaining.update({("red", r): s for r, s in enumerate(red_sizes)})
+    hints: list[DimHint] = []
+    for raw_id, name, count in levels:
+        hint_id = dense[raw_id]
+        if name not in declared:
+            raise HintError(
+                f"{_hint_text(name, count)} names unknown dim {name!r} (count {count}) on "
+                f"{op_description(op)}; declared dims: {', '.join(sorted(declared)) or 'none'}"
+            )
+        places = [("out", d) for d, n in enumerate(dims.out_names) if n == name]
+        places += [("red", r) for r, n in enumerate(dims.red_names) if n == name]
+        if len(places) > 1:
+            raise HintError(
+                f"{_hint_text(name, count)}: dim {name!r} names several dims of "
+                f"{op_description(op)} ({places}); cannot tell which one to split by {count}"
+            )
+        if not places:
+            hints.append(DimHint([name], count, None, False, hint_id, None))
+            continue
+        kind, index = places[0]
+        size = remaining[places[0]]
+        if size % count:
+            which = "reduction dim" if kind == "red" else "dim"
+            full = out_sizes[index] if kind == "out" else red_sizes[index]
+            tile = "" if size == full else f", {size} per tile of the outer hints"
+            raise HintError(
+                f"{_hint_text(name, count)}: count {count} does not divide dim {name!r} "
+                f"({which} {index} of size {full}{tile}) of {op_description(op)}"
+            )
+        remaining[places[0]] = size // count
+        if kind == "out":
+            var = dims.out_vars[index]
+        else:
+            var = dims.red_vars[index]
+        hints.append(DimHint([name], count, var, kind == "red", hint_id, index))
+    return hints
+
+
+def assign_dim_hints(graph: Any) -> None:
+    """Pre-scheduling pass: name dims, then stamp ``op.dim_hints`` on hinted ops.
+
+    Ops outside every hint get no ``dim_hints`` attribute (the automatic planner
+    plans only those).  Idempotent per graph; a no-op without hints or named inputs.
+    """
+    if getattr(graph, _DONE_ATTR, False):
+        return
+    ops = hintable_ops(graph.operations)
+    annotations: dict[str, HintAnnotations] = {op.get_name(): origin_annotations(op) for op in ops}
+    inputs = input_dim_names(graph)
+    if inputs or any(a.levels or a.named_dims is not None for a in annotations.values()):
+        with V.set_graph_handler(graph):
+            dims = propagate_named_dims(graph, ops, annotations, inputs)
+        _stamp(ops, annotations, dims)
+    setattr(graph, _DONE_ATTR, True)
+
+
+def _stamp(
+    ops: list[Any], annotations: dict[str, HintAnnotations], dims: dict[str, OpDims]
+) -> None:
+    dense: dict[int, int] = {}
+    for op in ops:
+        for raw_id, _, _ in annotations[op.get_name()].levels:
+            dense.setdefault(raw_id, len(dense))
+    declared = declared_tensor_dims()
+    resolved: dict[int, bool] = {}
+    members: dict[int, list[str]] = {}
+    levels_of: dict[int, tuple[str, int]] = {}
+    for op in ops:
+        levels = annotations[op.get_name()].levels
+        if not levels:
+            continue
+        hints = _resolve(op, dims[op.get_name()], levels, dense, declared)
+        op.dim_hints = hints
+        for hint, (_, name, count) in zip(hints, levels):
+            resolved[hint.hint_id] = resolved.get(hint.hint_id, False) or hint.loop_var is not None
+            members.setdefault(hint.hint_id, []).append(op.get_name())
+            levels_of[hint.hint_id] = (name, count)
+    for hint_id, ok in resolved.items():
+        if not ok:
+            name, count = levels_of[hint_id]
+            raise HintError(
+                f"{_hint_text(name, count)} matches no dim named {name!r} on its ops "
+                f"{members[hint_id]}; name the input dims with name_tensor_dims or "
+                "spyre_hint(named_dims=...)"
+            )
+
+
+def hints_to_coarse_tile_groups(
+    operations: Sequence[Any],
+) -> list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]]:
+    """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[(ops, [(hint_id, count, is_red)])]``.
+
+    A group is a maximal contiguous run of ops with the same levels (hint ids and
+    counts, outermost first).  ``is_reduction_level`` is True when the level is a
+    reduction dim of any op of the group (coarse_tile then refuses that op).  An
+    op with fewer levels (e.g. in the outer hint only) starts its own group, i.e.
+    its own top-level loop; the loops are independent, so this loop fission keeps
+    the semantics.  Call this before the automatic planner stamps its own
+    ``dim_hints``.
+    """
+    groups: list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]] = []
+    run: list[Any] = []
+    run_key: tuple[Any, ...] | None = None
+
+    def flush() -> None:
+        if run and run_key:
+            levels = [
+                (hint_id, count, any(
+                    h.is_reduction for op in run for h in op.dim_hints if h.hint_id == hint_id
+                ))
+                for hint_id, count in run_key
+            ]
+            groups.append((list(run), levels))
+
+    for op in operations:
+        hints = getattr(op, "dim_hints", None) or []
+        key = tuple((h.hint_id, h.split_count) for h in hints) or None
+        if key != run_key or key is None:
+            flush()
+            run, run_key = [], key
+        if key is not None:
+            run.append(op)
+    flush()
+    return groups

@@ -1,0 +1,364 @@
+"""``coarse_tile(operations, groups)``: stamp counted loops on ops and shrink them to one tile.
+
+Spec: seed 003 (attribute contract, group forms), design/layout_model.md §5.2.
+Per group ``g`` with levels ``[(count_0, dims_0), ...]`` (outermost first), every op
+of the group gets
+
+* ``loop_group_id``   -- nesting path ``(g, 0, ..., 0)``, one entry per level;
+* ``loop_count``      -- ``[sympy.Integer(count_l), ...]``, outermost first;
+* ``loop_tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
+* ``loop_tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
+  (always empty lists: tiling a reduction dim needs accumulation, refused below);
+
+and its ``data.ranges`` are divided exactly, level by level, so the op describes
+the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
+size = per-tile ranges with contiguous strides, and the FixedTiledLayout's device
+layout is rebuilt by ``resize_device_layout`` (stick host dim given explicitly).
+
+Group forms (all may be mixed in one list):
+
+* ``(ops, K)``                 -- one level, divides dim 0 (or ``tiled_dims=``);
+* ``(ops, K, [d, ...])``       -- one level, divides each listed dim by K;
+* ``(ops, [(K1, [d]), (K2, [d, e])])`` -- nested levels with explicit dims;
+* ``(ops, [(hint_id, K, is_reduction_level), ...])`` -- levels resolved per op
+  through ``op.dim_hints`` (``DimHint.host_dim``), as produced by
+  ``hints_to_coarse_tile_groups`` and the automatic planner (``(hint_id, K)``
+  pairs too).  The op's DimHint decides the dim (``is_reduction`` included) and
+  must agree on K; a DimHint without a dim (``host_dim`` None) keeps the op
+  loop-invariant in that level.
+
+Explicit dims index ``ranges + reduction_ranges``, so an index past the output
+ranges of a Reduction names a reduction dim.
+
+Everything is validated for *all* groups before the first op is touched, so an
+error (``CoarseTileError``: a ``RuntimeError`` naming the op, dim and count)
+leaves the IR as it was: non-contiguous group, op in two groups or already tiled,
+count not dividing a dim, reduction dim tiled, unknown hint id, a device layout
+that cannot be rebuilt.
+
+Edits follow design/inductor_integration.md §4: ``Loops`` are frozen, so ranges
+are written with ``object.__setattr__`` and Inductor's ``cache_on_self`` results
+on the op and its data are dropped (``ir_edit.set_frozen``/``drop_caches``).  The
+layout object is edited in place because the backend's per-graph state
+(``graph_state(graph).layouts``, memory planning) holds the same object.
+
+Not done here: ``insert_tiling_propagation`` (full buffers for consumers outside
+the loop, copy ops, ``per_tile_fixed``) is a separate pass that must run right
+after this one; until it does, a consumer outside a group reads a per-tile buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+
+from spyre_rules.backend.ir_edit import drop_caches, op_description, set_frozen
+from spyre_rules.errors import LayoutError, SpyreRulesError
+from spyre_rules.facts.stick_layout import (
+    contiguous_strides,
+    resize_device_layout,
+    within_stick_host_dim,
+)
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+
+__all__ = ["coarse_tile", "CoarseTileError", "normalize_group"]
+
+
+class CoarseTileError(SpyreRulesError, RuntimeError):
+    """A coarse-tile request cannot be applied exactly (names the op, dim and count)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Explicit:
+    count: int
+    dims: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Hinted:
+    count: int
+    hint_id: Any
+
+
+_Level = _Explicit | _Hinted
+
+
+@dataclasses.dataclass
+class _OpPlan:
+    op: Any
+    group_id: tuple[int, ...]
+    counts: list[sympy.Integer]
+    tiled: list[list[int]]
+    ranges: list[int]
+    layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not (
+        isinstance(value, int) or getattr(value, "is_Integer", False)
+    ):
+        raise CoarseTileError(f"coarse_tile: {where}: count {value!r} is not an integer")
+    if int(value) < 1:
+        raise CoarseTileError(f"coarse_tile: {where}: count {value!r} must be positive")
+    return int(value)
+
+
+def _is_count(value: Any) -> bool:
+    return not isinstance(value, bool) and (
+        isinstance(value, int) or bool(getattr(value, "is_Integer", False))
+    )
+
+
+def _dims(value: Any, where: str) -> tuple[int, ...]:
+    if value is None:
+        return (0,)
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in value
+    ):
+        raise CoarseTileError(f"coarse_tile: {where}: tiled dims {value!r} are not a list of ints")
+    return tuple(value)
+
+
+def normalize_group(
+    index: int, group: Any, tiled_dims: Sequence[int] | None = None
+) -> tuple[list[Any], list[_Level]]:
+    """``(ops, levels)`` for any accepted group form (see module docstring)."""
+    where = f"group {index}"
+    if not isinstance(group, (list, tuple)) or len(group) not in (2, 3):
+        raise CoarseTileError(
+            f"coarse_tile: {where} {group!r} is not (ops, K[, dims]) or (ops, levels)"
+        )
+    ops = list(group[0])
+    if not ops:
+        raise CoarseTileError(f"coarse_tile: {where} has no ops")
+    spec = group[1]
+    if _is_count(spec):
+        dims = group[2] if len(group) == 3 else tiled_dims
+        return ops, [_Explicit(_count(spec, where), _dims(dims, where))]
+    if len(group) == 3 or not isinstance(spec, (list, tuple)) or not spec:
+        raise CoarseTileError(f"coarse_tile: {where}: levels {spec!r} are not a non-empty list")
+    levels: list[_Level] = []
+    for li, entry in enumerate(spec):
+        at = f"{where} level {li}"
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and (
+            entry[1] is None or isinstance(entry[1], (list, tuple))
+        ):
+            levels.append(_Explicit(_count(entry[0], at), _dims(entry[1], at)))
+        elif isinstance(entry, (list, tuple)) and len(entry) in (2, 3) and _is_count(entry[1]):
+            levels.append(_Hinted(_count(entry[1], at), entry[0]))
+        else:
+            raise CoarseTileError(
+                f"coarse_tile: {at}: {entry!r} is neither (count, [dims]) nor "
+                "(hint_id, count, is_reduction_level)"
+            )
+    return ops, levels
+
+
+def _check_contiguous(
+    index: int, ops: list[Any], position: dict[int, int], ops_list: list[Any]
+) -> list[Any]:
+    missing = [op for op in ops if id(op) not in position]
+    if missing:
+        raise CoarseTileError(
+            f"coarse_tile: group {index} ops {[_name(op) for op in missing]} are not in "
+            "the operations"
+        )
+    ordered = sorted(ops, key=lambda op: position[id(op)])
+    first, last = position[id(ordered[0])], position[id(ordered[-1])]
+    if last - first + 1 != len(ops):
+        members = {id(op) for op in ops}
+        gap = [_name(op) for op in ops_list[first:last + 1] if id(op) not in members]
+        raise CoarseTileError(
+            f"coarse_tile: group {index} ops {[_name(op) for op in ordered]} are not a "
+            f"contiguous slice of the operations ({gap} sit between them)"
+        )
+    return ordered
+
+
+def _name(op: Any) -> str:
+    try:
+        return op.get_name()
+    except Exception:  # noqa: BLE001 - describe unnamed objects by type
+        return type(op).__name__
+
+
+def _dim_hint(op: Any, hint_id: Any, where: str) -> Any:
+    for hint in getattr(op, "dim_hints", None) or ():
+        if hint.hint_id == hint_id:
+            return hint
+    raise CoarseTileError(
+        f"coarse_tile: {where}: {op_description(op)} has no DimHint with hint id {hint_id!r}"
+    )
+
+
+def _reduction_error(
+    op: Any, r: int, size: Any, count: int, where: str, names: Any = None
+) -> CoarseTileError:
+    named = f" ({', '.join(names)})" if names else ""
+    return CoarseTileError(
+        f"coarse_tile: {where}: cannot tile reduction {op_description(op)} on its reduction "
+        f"dim {r}{named} of size {size} by {count}: accumulation across tiles is not supported"
+    )
+
+
+def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) -> list[int]:
+    """Positions in ``op.data.ranges`` tiled by ``level`` (raises for reduction dims)."""
+    if isinstance(level, _Hinted):
+        hint = _dim_hint(op, level.hint_id, where)
+        if int(hint.split_count) != level.count:
+            raise CoarseTileError(
+                f"coarse_tile: {where}: count {level.count} disagrees with the DimHint of "
+                f"{op_description(op)} for hint id {level.hint_id!r} (count {hint.split_count})"
+            )
+        if hint.host_dim is None:
+            return []
+        if hint.is_reduction:
+            size = red[hint.host_dim] if 0 <= hint.host_dim < len(red) else "?"
+            raise _reduction_error(op, hint.host_dim, size, level.count, where, hint.dim_names)
+        dims: tuple[int, ...] = (hint.host_dim,)
+    else:
+        dims = level.dims
+    for d in dims:
+        if n_out <= d < n_out + len(red):
+            raise _reduction_error(op, d - n_out, red[d - n_out], level.count, where)
+        if not 0 <= d < n_out:
+            raise CoarseTileError(
+                f"coarse_tile: {where}: dim {d} is out of range for {op_description(op)} "
+                f"with {n_out} output dims and {len(red)} reduction dims"
+            )
+    if len(set(dims)) != len(dims):
+        raise CoarseTileError(f"coarse_tile: {where}: dims {list(dims)} repeat a dim")
+    return list(dims)
+
+
+def _static(values: Any, what: str, op: Any) -> list[int]:
+    try:
+        return [int(v) for v in values]
+    except TypeError:
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} has symbolic {what} {list(values)}; "
+            "only static shapes can be tiled"
+        ) from None
+
+
+def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
+    layout = op.layout
+    if not isinstance(layout, ir.FixedLayout):
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} has a {type(layout).__name__}, not a fixed "
+            "layout; only ops with a FixedLayout/FixedTiledLayout can be tiled"
+        )
+    size = _static(layout.size, "layout size", op)
+    if size != old:
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} has layout size {size} but ranges {old}; "
+            "cannot derive its per-tile layout"
+        )
+    new_stride = list(contiguous_strides(new))
+    if not isinstance(layout, FixedTiledLayout):
+        return new, new_stride, None
+    stride = _static(layout.stride, "layout stride", op)
+    stick = within_stick_host_dim(size, stride, layout.device_layout)
+    try:
+        device = resize_device_layout(layout.device_layout, old, new, stick_host_dim=stick)
+    except LayoutError as exc:
+        raise CoarseTileError(
+            f"coarse_tile: per-tile device layout of {op_description(op)} "
+            f"({old} -> {new}) cannot be rebuilt: {exc}"
+        ) from None
+    return new, new_stride, device
+
+
+def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
+    data = getattr(op, "data", None)
+    if not isinstance(op, ir.ComputedBuffer) or not isinstance(data, (ir.Pointwise, ir.Reduction)):
+        raise CoarseTileError(
+            f"coarse_tile: group {index}: {op_description(op)} is not a Pointwise or "
+            "Reduction ComputedBuffer"
+        )
+    if getattr(op, "loop_group_id", None) is not None:
+        raise CoarseTileError(
+            f"coarse_tile: group {index}: {op_description(op)} is already tiled "
+            f"(loop_group_id {op.loop_group_id})"
+        )
+    ranges = _static(op.data.ranges, "ranges", op)
+    red = (
+        _static(op.data.reduction_ranges, "reduction ranges", op)
+        if isinstance(op.data, ir.Reduction) else []
+    )
+    old = list(ranges)
+    tiled: list[list[int]] = []
+    for li, level in enumerate(levels):
+        where = f"group {index} level {li}"
+        dims = _level_dims(op, level, len(ranges), red, where)
+        for d in dims:
+            if ranges[d] % level.count:
+                full = (
+                    "" if ranges[d] == old[d]
+                    else f" per tile of the outer levels (full size {old[d]})"
+                )
+                raise CoarseTileError(
+                    f"coarse_tile: {where}: count {level.count} does not divide dim {d} "
+                    f"(size {ranges[d]}{full}) of {op_description(op)}"
+                )
+            ranges[d] //= level.count
+        tiled.append(dims)
+    layout = _plan_layout(op, old, ranges) if ranges != old else None
+    return _OpPlan(
+        op=op,
+        group_id=(index,) + (0,) * (len(levels) - 1),
+        counts=[sympy.Integer(level.count) for level in levels],
+        tiled=tiled,
+        ranges=ranges,
+        layout=layout,
+    )
+
+
+def _apply(plan: _OpPlan) -> None:
+    op = plan.op
+    if plan.layout is not None:
+        set_frozen(op.data, "ranges", [sympy.Integer(r) for r in plan.ranges])
+        size, stride, device = plan.layout
+        layout = op.layout
+        layout.size = [sympy.Integer(s) for s in size]
+        layout.stride = [sympy.Integer(s) for s in stride]
+        if device is not None:
+            layout.device_layout = device
+    drop_caches(op, op.data)
+    op.loop_group_id = plan.group_id
+    op.loop_count = list(plan.counts)
+    op.loop_tiled_dims = [list(d) for d in plan.tiled]
+    op.loop_tiled_reduction_dims = [[] for _ in plan.tiled]
+
+
+def coarse_tile(
+    operations: Any,
+    groups: Sequence[Any],
+    *,
+    tiled_dims: Sequence[int] | None = None,
+) -> None:
+    """Tile each group's ops in a counted loop (in place; see the module docstring).
+
+    ``operations`` is the op list (``graph.operations``; a graph is accepted too).
+    ``tiled_dims`` is the default dim list of the flat ``(ops, K)`` form (dim 0).
+    """
+    ops_list = list(getattr(operations, "operations", operations))
+    position = {id(op): i for i, op in enumerate(ops_list)}
+    owner: dict[int, int] = {}
+    plans: list[_OpPlan] = []
+    for index, group in enumerate(groups):
+        ops, levels = normalize_group(index, group, tiled_dims)
+        for op in _check_contiguous(index, ops, position, ops_list):
+            if id(op) in owner:
+                raise CoarseTileError(
+                    f"coarse_tile: {op_description(op)} is in group {owner[id(op)]} and "
+                    f"group {index}"
+                )
+            owner[id(op)] = index
+            plans.append(_plan_op(op, index, levels))
+    for plan in plans:
+        _apply(plan)

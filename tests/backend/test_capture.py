@@ -1,0 +1,108 @@
+"""capture_operations: real Inductor ops, after layouts and restickify, nothing run.
+
+Layout numbers are the worked examples of layout_model §1.5 / §6.2 / §6.3.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor import ir
+
+import spyre_rules
+from spyre_rules.backend.pre_scheduling import NO_PLAN
+from spyre_rules.executor.runtime import recent_kernels
+from spyre_rules.layout import FixedTiledLayout
+
+
+def kinds(ops):
+    out = []
+    for op in ops:
+        assert isinstance(op, ir.ComputedBuffer)
+        assert isinstance(op.layout, FixedTiledLayout)
+        data = op.data
+        if getattr(op, "spyre_rules_kind", None):
+            out.append(op.spyre_rules_kind)
+        elif isinstance(data, ir.Reduction):
+            out.append(data.reduction_type)
+        else:
+            out.append("pointwise")
+    return out
+
+
+def device_sizes(ops):
+    return [list(op.layout.device_layout.device_size) for op in ops]
+
+
+def test_pointwise_chain_one_op_per_aten_op():
+    x = torch.randn(4, 150, dtype=torch.float16)
+    ops = spyre_rules.capture_operations(lambda x, y: ((x + y).exp() * 2).relu(), x, x)
+    assert kinds(ops) == ["pointwise"] * 4
+    assert device_sizes(ops) == [[3, 4, 64]] * 4  # 150 -> 3 sticks of 64
+
+
+def test_lm_head_linear_restickifies_weight():
+    x = torch.randn(2, 64, dtype=torch.float16)
+    w = torch.randn(1024, 64, dtype=torch.float16)
+    ops = spyre_rules.capture_operations(lambda x, w: F.linear(x, w), x, w)
+    assert kinds(ops) == ["ReStickifyOpHBM", "batchmatmul"]
+    restick, bmm = ops
+    assert list(restick.layout.size) == [1024, 64]  # host shape kept
+    assert restick.layout.device_layout.device_size == (16, 64, 64)
+    assert restick.layout.device_layout.stride_map == (4096, 1, 64)
+    assert list(bmm.data.ranges) == [2, 1024] and list(bmm.data.reduction_ranges) == [64]
+    assert bmm.layout.device_layout.device_size == (16, 2, 64)
+    with ops.graph_context():
+        reads = {dep.name for dep in bmm.get_read_writes().reads}
+    assert restick.get_name() in reads
+
+
+def test_sum_dim0_layouts():
+    x = torch.randn(2, 20, 16, 64, dtype=torch.float16)
+    ops = spyre_rules.capture_operations(lambda x: x.sum(dim=0), x)
+    assert kinds(ops) == ["sum"]
+    (op,) = ops
+    assert op.layout.device_layout.device_size == (16, 1, 20, 64)
+    assert op.layout.device_layout.stride_map == (64, 64, 1024, 1)
+    graph_input = ops.graphs[0].graph_inputs["arg0_1"].get_layout()
+    assert graph_input.device_layout.device_size == (20, 16, 1, 2, 64)
+
+
+def test_softmax_ops_and_keepdim_stick_choice():
+    x = torch.randn(5, 37)
+    ops = spyre_rules.capture_operations(lambda x: torch.softmax(x, -1), x)
+    assert kinds(ops) == ["max", "pointwise", "pointwise", "sum", "pointwise"]
+    # [5, 1] keepdim outputs are stuck on the row dim, not on the size-1 dim.
+    assert ops[0].layout.device_layout.device_size == (1, 1, 32)
+    assert ops[0].layout.device_layout.stride_map == (32, -1, 1)
+
+
+def test_bmm_with_transposed_operand():
+    a, b = torch.randn(2, 8, 5), torch.randn(2, 8, 6)
+    ops = spyre_rules.capture_operations(lambda a, b: a.transpose(-1, -2) @ b, a, b)
+    assert kinds(ops) == ["ReStickifyOpHBM", "batchmatmul"]
+    assert list(ops[1].data.ranges) == [2, 5, 6]
+
+
+def test_plan_records_are_placeholders_and_memory_is_mapped():
+    x = torch.randn(4, 37)
+    ops = spyre_rules.capture_operations(lambda x: x.sum(-1) + 1, x)
+    state = ops.state()
+    assert set(state.plan) == {op.get_name() for op in ops}
+    assert all(r["decision"] == NO_PLAN and r["rule_trace"] == [] for r in state.plan.values())
+    segments = list(state.memory.segments.values())
+    assert all(s.address % 128 == 0 for s in segments)
+    assert all(a.end <= b.address for a, b in zip(segments, segments[1:]))
+    for op in ops:
+        seg = state.memory.segments[op.get_name()]
+        assert op.layout.allocation == {"hbm": seg.address}
+        assert seg.size_bytes == op.layout.device_layout.size_in_bytes
+
+
+def test_capture_runs_no_kernel_and_refuses_unsupported():
+    before = len(recent_kernels())
+    spyre_rules.capture_operations(lambda x: x * 2, torch.randn(3, 4))
+    assert len(recent_kernels()) == before
+    with pytest.raises(spyre_rules.Unsupported, match="cumsum"):
+        spyre_rules.capture_operations(lambda x: torch.cumsum(x, 0), torch.randn(3, 4))

@@ -1,0 +1,78 @@
+"""Graphs the backend cannot compile: config.fallback decides, never silently."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spyre_helpers import run_spyre
+from spyre_rules import config
+from spyre_rules.backend.compile import precheck
+
+
+def cumsum(x):
+    return torch.cumsum(x, 0) * 2
+
+
+def train_step(x):
+    return (x * 2).sum()
+
+
+def _compile_with_grad(fn, x, fallback):
+    torch._dynamo.reset()
+    with config.patch(fallback=fallback), torch.enable_grad():
+        return torch.compile(fn, backend="spyre_rules")(x)
+
+
+def test_autograd_graph_raises_with_error_fallback():
+    x = torch.randn(4, 5, requires_grad=True)
+    with pytest.raises(Exception, match="needs autograd"):
+        _compile_with_grad(train_step, x, "error")
+
+
+def test_autograd_graph_warns_and_runs_eagerly_with_eager_fallback():
+    x = torch.randn(4, 5, requires_grad=True)
+    with pytest.warns(UserWarning, match=r"spyre_rules: running this graph eagerly.*needs autograd"):
+        out = _compile_with_grad(train_step, x, "eager")
+    out.backward()
+    assert torch.equal(x.grad, torch.full_like(x, 2.0))
+
+
+def test_unlowerable_op_raises_naming_the_op():
+    with pytest.raises(Exception, match=r"cumsum.*no Spyre lowering"):
+        run_spyre(cumsum, torch.randn(4, 5), fallback="error")
+
+
+def test_unlowerable_op_warns_naming_the_op_and_matches_eager():
+    x = torch.randn(4, 5)
+    with pytest.warns(UserWarning, match=r"cumsum.*no Spyre lowering"):
+        compiled = run_spyre(cumsum, x, fallback="eager")
+    assert compiled.kernels == []  # nothing pretended to run on the device
+    assert torch.equal(compiled.output, cumsum(x))
+
+
+def test_fallback_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SPYRE_RULES_FALLBACK", "error")
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception, match="cumsum"):
+        torch.compile(cumsum, backend="spyre_rules")(torch.randn(4, 5))
+
+
+@pytest.mark.parametrize(
+    "fn, reason",
+    [
+        (lambda x: torch.flip(x, [0]) + 1, "cannot derive coordinates"),
+        (lambda x: torch.cat([x, x * 3], 1) * 2, "concatenation"),
+    ],
+)
+def test_other_refusals_name_their_reason(fn, reason):
+    with pytest.raises(Exception, match=reason):
+        run_spyre(fn, torch.randn(4, 5), fallback="error")
+
+
+def test_precheck_reasons():
+    assert precheck([torch.randn(2)]) is None
+    with torch.enable_grad():
+        assert "autograd" in precheck([torch.randn(2, requires_grad=True)])
+    with torch.no_grad():
+        assert precheck([torch.randn(2, requires_grad=True)]) is None
