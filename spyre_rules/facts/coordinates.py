@@ -31,7 +31,13 @@ import sympy
 
 from spyre_rules.errors import CoordinateError
 
-__all__ = ["device_coordinates", "host_coordinates", "to_plain_sympy"]
+__all__ = [
+    "access_coordinates",
+    "device_coordinates",
+    "forward_coordinates",
+    "host_coordinates",
+    "to_plain_sympy",
+]
 
 _INF = math.inf
 
@@ -295,3 +301,54 @@ def host_coordinates(
                     f"(in {what} {list(raw)!r})"
                 )
     return _coordinates(sizes, strides, index, var_ranges)
+
+
+# --------------------------------------------------------------------------- accesses of a buffer
+
+
+@functools.lru_cache(maxsize=1024)
+def forward_coordinates(
+    layout: Any, host_size: tuple[int, ...], host_stride: tuple[int, ...]
+) -> tuple[list[sympy.Expr], list[sympy.Symbol]]:
+    """Device coordinates as functions of host dim variables ``h0, h1, ...``.
+
+    Each ``h_k`` walks exactly one host dim, so §1.4 decomposes the generic
+    index ``sum(h_k * stride_k)`` exactly even when the stick dim is padded.
+    """
+    syms = [sympy.Symbol(f"h{d}", integer=True, nonnegative=True) for d in range(len(host_size))]
+    index = sum((s * st for s, st in zip(syms, host_stride)), sympy.Integer(0))
+    return device_coordinates(layout, index, dict(zip(syms, host_size))), syms
+
+
+def access_coordinates(
+    layout: Any,
+    host_size: Sequence[Any],
+    host_stride: Sequence[Any],
+    host_offset: Any,
+    index: Any,
+    var_ranges: Mapping[Any, Any],
+) -> list[sympy.Expr]:
+    """Device coordinates of the element a buffer access reads or writes.
+
+    Applying §1.4 straight to a flat index against the device ``stride_map`` is
+    inexact when one loop variable walks several host dims across a *padded*
+    stick (a flattening view ``x.view(-1)`` of a ``[5, 37]`` fp32 buffer read as
+    ``c0`` gives ``Mod(c0, 32)`` instead of ``Mod(Mod(c0, 37), 32)``): the device
+    strides 32 (stick tile) and 37 (row) are not a mixed radix.  So compose two
+    exact steps: host coordinates of the index in the buffer's host view (nothing
+    is padded there), then the layout's forward map from host dims to device
+    coordinates.  For ordinary accesses both routes give the same expressions.
+    ``index`` is an offset into the buffer's storage (Inductor's load/store
+    indices); ``host_offset`` is the layout's storage offset.
+    """
+    size = tuple(_as_int(s) for s in host_size)
+    stride = tuple(_as_int(s) for s in host_stride)
+    if any(v is None for v in size + stride) or _as_int(host_offset) is None:
+        raise CoordinateError(
+            f"access of a buffer with non-static size {list(host_size)}, stride "
+            f"{list(host_stride)} or offset {host_offset!r}"
+        )
+    local = to_plain_sympy(sympy.sympify(index)) - int(host_offset)
+    host = host_coordinates(size, stride, local, var_ranges)
+    forward, syms = forward_coordinates(_layout_of(layout), size, stride)
+    return [c.xreplace(dict(zip(syms, host))) for c in forward]

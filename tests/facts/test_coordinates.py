@@ -286,3 +286,28 @@ def test_round_trip_property(size, rnd):
     order = list(range(len(size)))
     rnd.shuffle(order)
     _check_round_trip(size, order)
+
+
+def test_access_coordinates_exact_for_a_view_across_a_padded_stick():
+    """x.view(-1) of a [5, 37] fp32 buffer read as one loop variable c0."""
+    from spyre_rules.facts.coordinates import access_coordinates
+    from spyre_rules.layout import generic_stick_layout
+
+    layout = generic_stick_layout([5, 37], [37, 1], "float32")
+    assert layout.device_size == (2, 5, 32)
+    c0 = sympy.Symbol("c0", integer=True, nonnegative=True)
+    coords = access_coordinates(layout, [5, 37], [37, 1], 0, c0, {c0: 185})
+    for flat in range(185):
+        row, col = divmod(flat, 37)
+        got = [int(c.subs(c0, flat)) for c in coords]
+        assert got == [col // 32, row, col % 32], flat
+
+
+def test_access_coordinates_subtracts_the_storage_offset():
+    from spyre_rules.facts.coordinates import access_coordinates
+    from spyre_rules.layout import generic_stick_layout
+
+    layout = generic_stick_layout([4, 64], [64, 1], "float16")
+    c0, c1 = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("c0", "c1"))
+    coords = access_coordinates(layout, [4, 64], [64, 1], 128, 128 + 64 * c0 + c1, {c0: 4, c1: 64})
+    assert coords == [sympy.Integer(0), c0, c1]
