@@ -19,12 +19,14 @@ COMMANDS: dict[str, str] = {
     "check": "check",
     "layout": "layout_report",
     "explain": "explain",
+    "demo": "demo",
 }
 
 _HELP: dict[str, str] = {
     "check": "lint .rules files (defaults to the bundled rules/)",
     "layout": "print the Spyre device layout, coordinates and spans of a host shape",
     "explain": "explain the planner's decision and rule trace for each op of a program",
+    "demo": "compile a bundled model with automatic tiling, write the artifacts, compare with eager",
 }
 
 

@@ -63,8 +63,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         return fallback(gm, reason)
+    from spyre_rules.hints import bind_input_dim_names
+
     try:
-        with spyre_rules_context():
+        with spyre_rules_context(), bind_input_dim_names(example_inputs):
             return compile_fx(gm, example_inputs, decompositions=decomposition_table())
     except Exception as exc:  # noqa: BLE001 - only our own refusals become fallbacks
         unsupported = find_unsupported(exc)
@@ -83,8 +85,11 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         raise UnsupportedGraph(reason)
+    from spyre_rules.hints import bind_input_dim_names
+
     try:
-        with spyre_rules_context(), _quiet_inductor_error_log():
+        with spyre_rules_context(), _quiet_inductor_error_log(), \
+                bind_input_dim_names(example_inputs):
             compile_fx(gm, example_inputs, decompositions=decomposition_table())
     except Exception as exc:  # noqa: BLE001
         if _caused_by(exc, CaptureComplete):

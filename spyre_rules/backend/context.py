@@ -42,6 +42,11 @@ from torch._inductor.sizevars import SizeVarAllocator
 from spyre_rules.backend import matmul, pre_scheduling
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
+# Registers the coarse-tiling seams: the user-hint tiling pre-scheduling pass
+# (coarse_tile + propagation) and the counted-loop post-fusion pass.
+import spyre_rules.passes.tiling_propagation  # noqa: E402,F401
+import spyre_rules.scheduler  # noqa: E402,F401
+
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
 
 _LOCK = threading.RLock()

@@ -121,6 +121,8 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
     ]
     for name in names:
         layout = state.layouts[name]
+        if "lx" in layout.allocation:  # in the LX scratchpad (passes/scratchpad.py), not HBM
+            continue
         seg = memory.allocate(name, layout.device_layout.size_in_bytes)
         layout.allocation["hbm"] = seg.address
     state.memory = memory

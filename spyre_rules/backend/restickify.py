@@ -25,7 +25,7 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
-from torch._inductor.virtualized import ops
+from torch._inductor.virtualized import V, ops
 
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import RulesGraphState
@@ -140,6 +140,11 @@ def _make_restickify(
     )
 
     def inner_fn(index: Any) -> Any:
+        # Index through the source's *current* layout (like Inductor's lazy
+        # Buffer.make_loader): coarse tiling may later shrink it to one tile.
+        buf = V.graph.get_buffer(src)
+        if isinstance(buf, ir.Buffer):
+            return buf.make_loader()(index)
         return ops.load(src, sum((i * s for i, s in zip(index, stride)), sympy.Integer(0)))
 
     data = ir.Pointwise(

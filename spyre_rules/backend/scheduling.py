@@ -27,7 +27,9 @@ from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import RulesGraphState, graph_state
 from spyre_rules.codegen import source
 from spyre_rules.codegen.build import build_op_spec
-from spyre_rules.codegen.op_spec import OpSpec, TensorPlacement, iter_op_specs
+from spyre_rules import config
+from spyre_rules.codegen.loops import unroll_loop_specs
+from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
 __all__ = ["RulesKernel", "RulesScheduling"]
 
@@ -56,8 +58,28 @@ def _placement(name: str, state: RulesGraphState) -> TensorPlacement:
 
 
 def _kernel_name(specs: list[OpSpec], state: RulesGraphState) -> str:
-    ops = "_".join(dict.fromkeys(spec.op for spec in specs))
+    ops = "_".join(dict.fromkeys(spec.op for spec in iter_op_specs(specs)))
     return f"sdsc_{ops}_{len(state.kernels)}"
+
+
+def _body_of(node: Any) -> list[Any]:
+    from spyre_rules.scheduler import CountedLoopSchedulerNode
+
+    return [node] if isinstance(node, CountedLoopSchedulerNode) else list(node.get_nodes())
+
+
+def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState) -> list[Any]:
+    """OpSpecs in node order; a counted-loop node becomes a (nested) LoopSpec."""
+    from spyre_rules.scheduler import CountedLoopSchedulerNode
+
+    specs: list[Any] = []
+    for node in nodes:
+        if isinstance(node, CountedLoopSchedulerNode):
+            specs.append(LoopSpec(count=node.loop_count,
+                                  body=_build_specs(node.body, kernel, state)))
+        else:
+            specs.append(build_op_spec(node, kernel, state))
+    return specs
 
 
 class RulesScheduling(BaseScheduling):
@@ -90,7 +112,9 @@ class RulesScheduling(BaseScheduling):
         snodes = list(node.get_nodes())
         kernel = RulesKernel()
         with V.set_kernel_handler(kernel):
-            specs = [build_op_spec(sn, kernel, state) for sn in snodes]
+            specs = _build_specs(_body_of(node), kernel, state)
+        if config.unroll_loops:
+            specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()
         position = {name: i for i, name in enumerate(call_args)}
         for spec in iter_op_specs(specs):

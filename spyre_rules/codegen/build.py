@@ -86,6 +86,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(layout, access.index, ranges, what),
             allocation=dict(layout.allocation),
+            per_tile_fixed=bool(getattr(layout, "per_tile_fixed", False)),
             name=access.buffer,
         ))
     return OpSpec(
@@ -98,4 +99,26 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             "store": recorder.store_entry,
             "reduction_symbols": symbols[n_out:],
         },
+        tiled_symbols=_tiled_symbols(op, symbols[:n_out]),
     )
+
+
+def _tiled_symbols(op: ir.ComputedBuffer, out_symbols: list[Any]) -> list[list[Any]]:
+    """``op.loop_tiled_dims`` (positions in ``data.ranges``, outermost level first) as
+    iteration symbols, **innermost level first** (op_spec.py).  The loop body keeps
+    one loop per range (the backend disables loop merging), so position = symbol;
+    should unit ranges ever be dropped, positions are mapped past them."""
+    levels = getattr(op, "loop_tiled_dims", None)
+    if not levels:
+        return []
+    ranges = [int(r) for r in op.data.ranges]
+    if len(ranges) == len(out_symbols):
+        position = list(range(len(ranges)))
+    else:
+        kept = [d for d, r in enumerate(ranges) if r != 1]
+        position = [kept.index(d) if d in kept else None for d in range(len(ranges))]
+    out = []
+    for dims in levels:
+        syms = [out_symbols[position[d]] for d in dims if position[d] is not None]
+        out.append(syms)
+    return list(reversed(out))

@@ -58,21 +58,26 @@ class _Access:
     Masked-off lanes (loads under ``masked``) are exempt and read the base.
     """
 
-    def __init__(self, op: str, arg: TensorArg) -> None:
-        if "hbm" not in arg.allocation:
+    def __init__(self, op: str, arg: TensorArg, memories: dict[str, DeviceMemory],
+                 shift: int = 0) -> None:
+        kind = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
+        if kind is None or kind not in memories:
             raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} has no HBM allocation ({arg.allocation})"
+                f"op {op}: tensor {arg.name} has no HBM or LX allocation ({arg.allocation})"
             )
         self.op = op
         self.arg = arg
+        self.memory = memories[kind]
         self.width = element_bytes(arg.device_dtype)
-        self.base = int(arg.allocation["hbm"])
+        self.base = int(arg.allocation[kind])
         self.end = self.base + arg.size_in_bytes
-        if self.base % self.width:
+        if self.base % self.width or shift % self.width:
             raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} allocation {self.base} is not aligned to its "
-                f"{self.width}-byte elements"
+                f"op {op}: tensor {arg.name} allocation {self.base} (+ loop offset {shift}) "
+                f"is not aligned to its {self.width}-byte elements"
             )
+        #: loop offset in elements (counted loops move the tile inside the allocation)
+        self.shift = shift // self.width
         self.strides = _device_strides(arg.device_size)
 
     def _fail(self, access: str, offset: Any, bad: torch.Tensor, detail: str) -> DeviceMemoryError:
@@ -86,8 +91,8 @@ class _Access:
 
     def elements(self, env: dict[str, Any], active: torch.Tensor | None, access: str) -> torch.Tensor:
         """Global element indices (into the HBM view of this arg's storage dtype)."""
-        offset: Any = 0
-        low = high = 0
+        offset: Any = self.shift
+        low = high = self.shift
         for d, (expr, stride) in enumerate(zip(self.arg.device_coordinates, self.strides)):
             coord = torch.as_tensor(evaluate(expr, env), dtype=torch.int64)
             size = int(self.arg.device_size[d])
@@ -158,10 +163,13 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
 
 
 class _Program:
-    def __init__(self, spec: OpSpec, where: str) -> None:
+    def __init__(self, spec: OpSpec, where: str, memories: dict[str, DeviceMemory],
+                 shifts: list[int] | None = None) -> None:
         self.spec = spec
         self.name = f"{where}/{spec.op}" if where else spec.op
-        self.accesses = [_Access(self.name, arg) for arg in spec.args]
+        shifts = shifts or [0] * len(spec.args)
+        self.accesses = [_Access(self.name, arg, memories, shift)
+                         for arg, shift in zip(spec.args, shifts)]
         self.program = spec.op_info["program"]
         self.store = spec.op_info["store"]
         red = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
@@ -177,7 +185,7 @@ class _Program:
         active = _active_mask(entry, values)
         elements = access.elements(env, active, "load")
         host = dtypes.host_dtype(entry["dtype"])
-        raw = self.memory.read(elements, dtypes.storage_dtype(access.arg.device_dtype, host))
+        raw = access.memory.read(elements, dtypes.storage_dtype(access.arg.device_dtype, host))
         value = dtypes.to_compute(dtypes.from_storage(raw, host))
         if active is not None:
             value = torch.where(active, value, torch.zeros((), dtype=value.dtype))
@@ -232,8 +240,7 @@ class _Program:
             acc = reductions.combine(kind, acc, part)
         return reductions.finish(kind, acc)
 
-    def run(self, memory: DeviceMemory) -> None:
-        self.memory = memory
+    def run(self) -> None:
         names = [n for n, _ in self.out]
         ranges = [r for _, r in self.out]
         r_total = math.prod(r for _, r in self.red) if self.reduction else 1
@@ -257,9 +264,18 @@ class _Program:
             value = torch.as_tensor(values[self.store["value"]]).expand(shape)
             elements = store_access.elements(env, None, "store").expand(shape)
             data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
-            memory.write(elements.reshape(-1), data.reshape(-1))
+            store_access.memory.write(elements.reshape(-1), data.reshape(-1))
 
 
-def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "") -> None:
-    """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel)."""
-    _Program(spec, where).run(memory)
+def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
+                shifts: list[int] | None = None, lx: DeviceMemory | None = None) -> None:
+    """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel).
+
+    ``shifts``: per arg, the byte offset a counted loop applies this iteration
+    (``codegen.loops``); the bounds check stays against the arg's allocation.
+    ``lx``: the LX scratchpad memory for args allocated ``{'lx': off}``.
+    """
+    memories = {"hbm": memory}
+    if lx is not None:
+        memories["lx"] = lx
+    _Program(spec, where, memories, shifts).run()

@@ -28,7 +28,7 @@ import torch
 
 from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 from spyre_rules.executor import dtypes
-from spyre_rules.executor.evaluate import run_op_spec
+from spyre_rules.executor.loops import check_affine, run_items
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.stickify import stickify, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
@@ -83,6 +83,15 @@ class ProgramKernel:
         self.unstickify = dict(unstickify or {})
         self.serial = next(_SERIAL)  # creation order, unique for the process
         self.calls = 0  # how often run() executed the program (tests prove execution)
+        self.affine_checked = not any(isinstance(item, LoopSpec) for item in specs)
+
+    def _lx_memory(self) -> DeviceMemory | None:
+        """The LX scratchpad: its own bounds-checked byte space, fresh per run (LX
+        contents never outlive a kernel).  Sized to the highest LX byte used."""
+        end = max((int(a.allocation["lx"]) + a.size_in_bytes
+                   for spec in iter_op_specs(self.specs) for a in spec.args
+                   if "lx" in a.allocation), default=0)
+        return DeviceMemory(end) if end else None
 
     def _write_input(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
         _check_host(self.name, p, tensor)
@@ -107,13 +116,11 @@ class ProgramKernel:
         memory = self.device.memory()
         for i, p in self.stickify.items():
             self._write_input(memory, p, args[i])
-        for item in self.specs:
-            if isinstance(item, LoopSpec):
-                raise NotImplementedError(
-                    f"kernel {self.name}: counted loops (LoopSpec) are not executable yet"
-                )
-        for spec in iter_op_specs(self.specs):
-            run_op_spec(spec, memory, where=self.name)
+        if not self.affine_checked:
+            # Once per program: compact loop addressing == exact coordinate shifts.
+            check_affine(self.specs, self.name)
+            self.affine_checked = True
+        run_items(self.specs, memory, self.name, lx=self._lx_memory())
         for i, p in self.unstickify.items():
             self._read_output(memory, p, args[i])
 

@@ -452,7 +452,7 @@ def op_facts(op: Any) -> OpFacts:
         return entry[2]
     facts = OpFacts(op)
     try:
-        ref = weakref.ref(op, lambda r, k=id(op): _evict(k, r))
+        ref = weakref.ref(op, lambda r, k=id(op), evict=_evict: evict(k, r))
     except TypeError:
         return facts
     _CACHE[id(op)] = (ref, snap, facts)
@@ -598,11 +598,24 @@ def _host_ints(values: Any) -> list[int] | None:
     return None if any(v is None for v in out) else out  # type: ignore[return-value]
 
 
+# Layout facts are asked once per split count and input; a layout's answer
+# depends only on its fingerprint (sizes, strides, device layout), so it is
+# cached on that (bounded: cleared when it grows past _LAYOUT_CACHE_SIZE).
+_STICK_DIMS: dict[tuple, int | None] = {}
+_LAYOUT_CACHE_SIZE = 1 << 14
+
+
 def within_stick_dim(layout: Any) -> int | None:
+    key = _layout_fingerprint(layout)
+    if key in _STICK_DIMS:
+        return _STICK_DIMS[key]
     size, stride = _host_ints(layout.size), _host_ints(layout.stride)
-    if size is None or stride is None:
-        return None
-    return within_stick_host_dim(size, stride, layout.device_layout)
+    found = None if size is None or stride is None else within_stick_host_dim(
+        size, stride, layout.device_layout)
+    if len(_STICK_DIMS) >= _LAYOUT_CACHE_SIZE:
+        _STICK_DIMS.clear()
+    _STICK_DIMS[key] = found
+    return found
 
 
 def host_size(layout: Any, dim: int) -> int | None:

@@ -37,6 +37,7 @@ tested without capturing ops (e.g. layout_model §6.4's 2^38-element tensor).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -296,6 +297,13 @@ def _view(
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _text(coord: sympy.Expr) -> str:
+    """``str(coord)``, cached: printing sympy is slow and the same few coordinate
+    expressions recur across the ops of a graph and the tilings of one op."""
+    return str(coord)
+
+
 def _loop_symbols(coord: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> frozenset:
     return frozenset(s for s in coord.free_symbols if s in ranges)
 
@@ -321,7 +329,7 @@ def output_coords(buffer: str, view: OutputView) -> list[Coord]:
                 buffer=buffer,
                 dim=d,
                 is_stick=d == len(ds) - 1,
-                expr=str(coord),
+                expr=_text(coord),
                 symbols=_loop_symbols(coord, ranges),
                 span_elems=span,
                 inner_elems=inner,
@@ -424,7 +432,7 @@ def full_output_coords(
                 buffer=buffer,
                 dim=d,
                 is_stick=d == len(ds) - 1,
-                expr=str(coord),
+                expr=_text(coord),
                 symbols=_loop_symbols(coord, ranges),
                 span_elems=span,
                 inner_elems=inner,
@@ -486,7 +494,7 @@ def input_coords(
                 buffer=buffer,
                 dim=d,
                 is_stick=d == len(ds) - 1,
-                expr=str(coord),
+                expr=_text(coord),
                 symbols=_loop_symbols(coord, ranges),
                 span_elems=span,
                 inner_elems=inner,

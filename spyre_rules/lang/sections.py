@@ -69,7 +69,7 @@ ITEM_WORD = {
 
 # Builtins that run other sections of the policy, and where they may be used.
 INTRINSIC_SECTIONS = {
-    "legal_splits": ("candidates", "validation", "grouping"),
+    "legal_splits": ("candidates", "search", "validation", "grouping"),
     "conforms": ("grouping",),
 }
 

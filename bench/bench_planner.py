@@ -1,0 +1,116 @@
+"""Planning time of the rule engine on synthetic graphs of 100, 1,000 and 5,000 ops.
+
+    python bench/bench_planner.py                  # sizes 100 1000 5000
+    python bench/bench_planner.py --sizes 100 1000 --max-span-bytes 16384
+
+Each graph is one function whose loop emits a chain of Pointwise ops with a
+Reduction (+ the Pointwise that consumes it) every tenth step, on a
+(4, 64, 128) fp16 tensor (64 KiB per buffer).  The span limit defaults to
+16 KiB, so *every* op overflows and goes through candidates, legality, the
+search and validation -- the planner's expensive path.
+
+Reported per graph (``plan_graph`` over every op, cold fact caches):
+* lowering: Dynamo trace + Inductor lowering up to the planner's seam (what
+  planning is compared with; no code generation), measured once per graph;
+* fit ms/op: planning at the default 256 MiB limit, where nothing overflows
+  (eligibility + candidate scan: the common case);
+* over ms/op: planning at ``--max-span-bytes`` where every op overflows
+  (candidates, legality, search, validation; Reductions end Unsupported);
+* 2N/N: over-time of all ops / over-time of the first half (linear = 2.0);
+* group: ``group_operations`` with automatic tiling on at the default limit;
+* fit/lowering, over/lowering: planning time as a fraction of lowering time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+import torch  # noqa: E402
+
+import spyre_rules  # noqa: E402
+from spyre_rules import config  # noqa: E402
+from spyre_rules.engine import group_operations, plan_graph  # noqa: E402
+from spyre_rules.engine.policy import get_policy  # noqa: E402
+from spyre_rules.facts import op_facts  # noqa: E402
+
+
+DEFAULT_LIMIT = 256 * 1024 * 1024
+
+
+def make_program(n_ops: int):
+    """A function whose lowering has about ``n_ops`` ComputedBuffers."""
+    def program(x):
+        made = 0
+        step = 0
+        while made < n_ops:
+            step += 1
+            if step % 10 == 0 and made + 2 <= n_ops:
+                x = x - x.amax(dim=-1, keepdim=True)  # a Reduction and its consumer
+                made += 2
+            else:
+                x = x + 1
+                made += 1
+        return x
+    return program
+
+
+def _timed_plan(ops, limit: int) -> tuple[float, list]:
+    """Plan every op with cold fact caches; seconds and decisions."""
+    with config.patch(max_span_bytes=limit):
+        op_facts.clear_cache()
+        t0 = time.perf_counter()
+        decisions = plan_graph(ops)
+        return time.perf_counter() - t0, decisions
+
+
+def bench(n_ops: int, limit: int) -> dict:
+    x = torch.randn(4, 64, 128, dtype=torch.float16)
+    torch._dynamo.reset()
+    t0 = time.perf_counter()
+    ops = spyre_rules.capture_operations(make_program(n_ops), x)
+    capture = time.perf_counter() - t0
+    half = type(ops)(ops[: len(ops) // 2])
+    half.graphs = ops.graphs
+    t_fit, _ = _timed_plan(ops, DEFAULT_LIMIT)          # nothing overflows
+    t_half, _ = _timed_plan(half, limit)
+    t_all, decisions = _timed_plan(ops, limit)          # everything overflows
+    with config.patch(max_span_bytes=DEFAULT_LIMIT, ignore_span_overflow_hints=False):
+        op_facts.clear_cache()
+        t0 = time.perf_counter()
+        group_operations(ops)
+        t_group = time.perf_counter() - t0
+    planned = sum(1 for d in decisions if d.decision == "plan")
+    return {"ops": len(ops), "planned": planned, "capture": capture,
+            "fit_ms": 1000 * t_fit / len(ops), "over_ms": 1000 * t_all / len(ops),
+            "ratio": t_all / t_half, "group": t_group,
+            "fit_vs": t_fit / capture, "over_vs": t_all / capture}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[100, 1000, 5000])
+    parser.add_argument("--max-span-bytes", type=int, default=16384,
+                        help="limit of the overflow scenario (default 16 KiB: every op overflows)")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    get_policy()
+    print(f"policy load + check + compile (once per rules path): "
+          f"{1000 * (time.perf_counter() - t0):.1f} ms")
+    print("fit: default 256 MiB limit (no op overflows); over: every op overflows "
+          f"({args.max_span_bytes} B); lowering = Dynamo + Inductor lowering to the seam")
+    print(f"{'ops':>6} {'lowering s':>10} {'fit ms/op':>9} {'over ms/op':>10} {'planned':>7} "
+          f"{'2N/N':>5} {'group s':>7} {'fit/lowering':>12} {'over/lowering':>13}")
+    for n in args.sizes:
+        r = bench(n, args.max_span_bytes)
+        print(f"{r['ops']:>6} {r['capture']:>10.2f} {r['fit_ms']:>9.3f} {r['over_ms']:>10.3f} "
+              f"{r['planned']:>7} {r['ratio']:>5.2f} {r['group']:>7.3f} {r['fit_vs']:>12.3f} "
+              f"{r['over_vs']:>13.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

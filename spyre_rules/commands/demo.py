@@ -1,0 +1,239 @@
+"""``spyre-rules demo``: the whole pipeline on a bundled model, checked against eager.
+
+    spyre-rules demo
+    spyre-rules demo --model seed_add --out /tmp/demo --format json
+    spyre-rules demo --max-span-bytes 16384
+
+Compiles a bundled model (``spyre_rules/examples/span_overflow.py``) with
+``torch.compile(model, backend="spyre_rules")`` and automatic span-overflow
+tiling switched on, runs it on the CPU executor and compares the result with
+eager PyTorch.  Prints, per op, the decision (plan / no plan / user hint), the
+loop levels it runs ``(host dim, tiles)``, the reason and the rule that decided;
+then the generated loops, where the artifacts went (the dump dir: ``wrapper.py``,
+``plan.json``, ``<kernel>/sdsc_N.json``, ``<kernel>/bundle.mlir``) and the
+largest error against eager.
+
+Why a small limit: the hardware limit is 256 MiB per core, so a tensor that
+overflows it is several GB -- too large for a CPU simulation that finishes in
+seconds.  The demo compiles at ``--max-span-bytes 8192`` (default) with
+``--sencores 4``, the small-limit setting of the seed tests, where KiB-sized
+tensors hit the same planner decisions.
+
+Exit codes: 0 the program compiled, every generated op's spans fit the limit
+(independent verifier) and the error against eager is within ``--tolerance``;
+1 otherwise (the compile error or the mismatch is printed); 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = "compile a bundled model with automatic tiling, write the artifacts, compare with eager"
+
+#: model name -> factory in spyre_rules.examples.span_overflow
+MODELS = {
+    "gated_residual": "gated_residual_example",
+    "seed_add": "seed_add_example",
+}
+
+#: Largest |spyre - eager| accepted: fp16 results may differ by rounding (one ulp at ~2).
+DEFAULT_TOLERANCE = 2e-3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", choices=sorted(MODELS), default="gated_residual",
+                        help="bundled demo model (default gated_residual)")
+    parser.add_argument("--max-span-bytes", type=int, default=None,
+                        help="span limit of the demo (default 8192; see the module doc for why)")
+    parser.add_argument("--sencores", type=int, default=4, help="cores for work division (default 4)")
+    parser.add_argument("--out", default="spyre_rules_out",
+                        help="folder receiving the artifacts (default ./spyre_rules_out)")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                        help=f"largest accepted error against eager (default {DEFAULT_TOLERANCE})")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _flat(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for v in value for t in _flat(v)]
+
+
+def _program_shape(items: list[Any]) -> list[Any]:
+    from spyre_rules.codegen.op_spec import LoopSpec
+
+    return [{"loop": int(i.count), "body": _program_shape(i.body)} if isinstance(i, LoopSpec)
+            else i.op for i in items]
+
+
+def _span_violations(kernels: list[Any], limit: int) -> list[str]:
+    """Every generated access whose true span exceeds ``limit`` (independent verifier)."""
+    from spyre_rules.codegen.op_spec import element_bytes, iter_op_specs
+    from spyre_rules.spans import verify_spans
+
+    found = []
+    for kernel in kernels:
+        for spec in iter_op_specs(kernel.specs):
+            ranges = {sym: int(r) for sym, (r, _) in spec.iteration_space.items()}
+            for arg in spec.args:
+                report = verify_spans(arg.device_size, arg.device_coordinates, ranges,
+                                      element_bytes(arg.device_dtype))
+                found += [f"{kernel.name}: {spec.op} {arg.name} device dim {d.device_dim} "
+                          f"spans {d.span_bytes} bytes" for d in report.check(limit)]
+    return found
+
+
+def _op_rows(folder: Path) -> list[dict[str, Any]]:
+    plan = json.loads((folder / "plan.json").read_text())
+    rows = []
+    for r in plan["ops"]:
+        rows.append({
+            "op": r["op"], "kind": r["kind"], "description": r["description"],
+            "decision": r.get("decision"), "levels": r.get("levels") or [],
+            "reason": r.get("reason"), "rule": r.get("rule"),
+            "rule_message": r.get("rule_message"),
+        })
+    return rows
+
+
+def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Path,
+             tolerance: float) -> dict[str, Any]:
+    """Compile, run and compare one demo model; the report (also used by tests)."""
+    import torch
+
+    import spyre_rules
+    from spyre_rules import config
+    from spyre_rules.backend.errors import BackendCompileError
+    from spyre_rules.examples import span_overflow
+    from spyre_rules.executor.runtime import recent_kernels
+    from spyre_rules.passes import pipeline
+
+    pipeline.register()
+    limit = max_span_bytes or span_overflow.DEMO_MAX_SPAN_BYTES
+    model, inputs = getattr(span_overflow, MODELS[model_name])()
+    out.mkdir(parents=True, exist_ok=True)
+    before_dirs = {p.name for p in out.iterdir()}
+    before = max((k.serial for k in recent_kernels()), default=-1)
+    report: dict[str, Any] = {
+        "model": model_name,
+        "inputs": [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in inputs],
+        "max_span_bytes": limit, "sencores": sencores, "tolerance": tolerance,
+        "out": str(out), "ok": False,
+    }
+    settings = dict(max_span_bytes=limit, sencores=sencores, ignore_span_overflow_hints=False,
+                    ignore_wsr_hints=False, coarse_tiling=True, fallback="error",
+                    dump_dir=str(out))
+    torch._dynamo.reset()
+    try:
+        with config.patch(**settings), torch.no_grad():
+            actual = torch.compile(model, backend="spyre_rules")(*inputs)
+    except Exception as exc:  # noqa: BLE001 - report the compile error, exit 1
+        cause = exc
+        while cause is not None and not isinstance(cause, (BackendCompileError,
+                                                           spyre_rules.Unsupported)):
+            cause = cause.__cause__ or cause.__context__
+        report["error"] = str(cause if cause is not None else exc).splitlines()[0]
+        return report
+    with torch.no_grad():
+        expected = model(*inputs)
+    kernels = [k for k in recent_kernels() if k.serial > before]
+    folders = sorted(p for p in out.iterdir() if p.is_dir() and p.name not in before_dirs)
+    report["graphs"] = [{"folder": str(f), "ops": _op_rows(f),
+                         "files": sorted(str(p.relative_to(f)) for p in f.rglob("*") if p.is_file())}
+                        for f in folders]
+    report["kernels"] = [{"name": k.name, "program": _program_shape(k.specs)} for k in kernels]
+    report["span_violations"] = _span_violations(kernels, limit)
+    report["max_error"] = max(
+        (a.float() - e.float()).abs().max().item() for a, e in zip(_flat(actual), _flat(expected)))
+    report["ok"] = (report["max_error"] <= tolerance and not report["span_violations"]
+                    and bool(kernels))
+    return report
+
+
+def _levels(levels: list[list[int]]) -> str:
+    return " ".join(f"({h}, {k})" for h, k in levels) or "-"
+
+
+def _file_summary(files: list[str]) -> list[str]:
+    """``wrapper.py``, ``plan.json`` and one line per kernel folder."""
+    top = [f for f in files if "/" not in f]
+    kernels: dict[str, list[str]] = {}
+    for f in files:
+        if "/" in f:
+            folder, _, name = f.partition("/")
+            kernels.setdefault(folder, []).append(name)
+    lines = [", ".join(sorted(top, reverse=True))]
+    for folder, names in kernels.items():
+        n = sum(1 for name in names if name.startswith("sdsc_"))
+        extra = [name for name in names if not name.startswith("sdsc_")]
+        lines.append(f"{folder}/: {n} sdsc_N.json, {', '.join(sorted(extra))}")
+    return lines
+
+
+def _text(report: dict[str, Any]) -> str:
+    inputs = ", ".join(f"{tuple(s)} {d}" for s, d in report["inputs"])
+    lines = [
+        f"model {report['model']}: inputs {inputs}",
+        f"max_span_bytes {report['max_span_bytes']} (demo limit; the hardware's 268435456 "
+        f"needs multi-GB tensors), sencores {report['sencores']}, automatic tiling on",
+    ]
+    if "error" in report:
+        lines.append(f"compile error: {report['error']}")
+        lines.append("FAILED")
+        return "\n".join(lines)
+    for graph in report["graphs"]:
+        lines.append("")
+        lines.append(f"plan ({Path(graph['folder']).name}): op, kind, decision, loop levels "
+                     "(host dim, tiles), reason; then the rule that decided")
+        for r in graph["ops"]:
+            if r["kind"] == "copy":
+                lines.append(f"  {r['op']:5} {'copy':14} {r['description']}")
+                continue
+            lines.append(f"  {r['op']:5} {r['kind']:14} {r['decision']:8} "
+                         f"{_levels(r['levels']):8} {r['reason']}")
+            if r["rule"]:
+                message = f": {r['rule_message']}" if r["rule_message"] else ""
+                lines.append(f"  {'':5} rule {r['rule']}{message}")
+    lines.append("")
+    for k in report["kernels"]:
+        lines.append(f"kernel {k['name']}: {json.dumps(k['program'])}")
+    for graph in report["graphs"]:
+        lines.append(f"artifacts in {graph['folder']}:")
+        for line in _file_summary(graph["files"]):
+            lines.append(f"  {line}")
+    for v in report["span_violations"]:
+        lines.append(f"span over the limit: {v}")
+    if not report["span_violations"]:
+        lines.append(f"spans: every generated access fits {report['max_span_bytes']} bytes "
+                     "(independent verifier)")
+    lines.append(f"max |spyre - eager| = {report['max_error']:.6g} "
+                 f"(tolerance {report['tolerance']:g})")
+    lines.append("OK" if report["ok"] else "FAILED")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_span_bytes is not None and args.max_span_bytes <= 0:
+        print("spyre-rules demo: error: --max-span-bytes must be positive", file=sys.stderr)
+        return 2
+    if args.sencores <= 0:
+        print("spyre-rules demo: error: --sencores must be positive", file=sys.stderr)
+        return 2
+    import os
+
+    # Inductor caches would skip the pipeline on a hit (design/inductor_integration.md).
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    report = run_demo(args.model, args.max_span_bytes, args.sencores, Path(args.out),
+                      args.tolerance)
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(_text(report))
+    return 0 if report["ok"] else 1

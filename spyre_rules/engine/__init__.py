@@ -1,0 +1,52 @@
+"""The rule engine: runs the ``.rules`` policy over Inductor operations.
+
+* ``policy``   -- load, check, bind (``binding``) and compile (``compile``,
+  ``program``) the rules once per rules path;
+* ``planner``  -- one op: eligibility -> candidates -> search (legality,
+  validation) -> plan | None | Unsupported, with a trace of the rules that fired;
+* ``grouping`` -- planned ops -> coarse-tile groups with synthetic DimHints;
+* ``api``      -- ``plan_span_overflow_tile``, ``explain_op``, ``plan_graph``;
+* ``examples`` -- named example programs for ``spyre-rules explain``.
+
+Names load lazily (the engine imports torch; the language tools must not).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "plan_span_overflow_tile": "spyre_rules.engine.api",
+    "explain_op": "spyre_rules.engine.api",
+    "plan_graph": "spyre_rules.engine.api",
+    "span_overflow_groups": "spyre_rules.engine.grouping",
+    "group_operations": "spyre_rules.engine.grouping",
+    "HINT_ID_BASE": "spyre_rules.engine.grouping",
+    "SpanOverflowTilePlan": "spyre_rules.engine.records",
+    "SpanOverflowTileLevel": "spyre_rules.engine.records",
+    "ChunkingInfo": "spyre_rules.engine.records",
+    "OpDecision": "spyre_rules.engine.records",
+    "TraceStep": "spyre_rules.engine.records",
+    "get_policy": "spyre_rules.engine.policy",
+    "load_policy": "spyre_rules.engine.policy",
+    "clear_policy_cache": "spyre_rules.engine.policy",
+    "PolicyError": "spyre_rules.engine.policy",
+    "BindingError": "spyre_rules.engine.binding",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spyre_rules.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = list(_LAZY)

@@ -1,0 +1,430 @@
+"""Compile checked ``.rules`` expressions into Python closures.
+
+The checker has proven the policy well typed, so compilation only resolves
+names and picks an operation per node; each expression becomes one closure
+``f(env) -> value``.  Compiling once per policy (not walking the AST per op) is
+what lets a graph of thousands of ops plan quickly.
+
+The environment ``env`` is a dict: engine bindings (``op``, ``tile``, ...) under
+their names, everything the rules bind (``let``, ``for``, binders) under an
+integer slot unique to that declaration -- so a binding that shadows another
+can never read or clobber it -- and the evaluation context under :data:`CTX`.
+
+Nothing here can run Python from a ``.rules`` file: a call is either a
+registered builtin below or a fact bound by the engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+from spyre_rules.lang import ast as A
+from spyre_rules.lang.sections import UNITS
+from spyre_rules.engine.values import Tiling, iteration_order, sort_key
+
+__all__ = ["CTX", "BASE", "EvalError", "Lazy", "Scope", "ExprCompiler", "Placeholders"]
+
+CTX = "__ctx__"    # env key of the evaluation context (config snapshot, sections, trace)
+BASE = "__base__"  # env key of the enclosing env whose lets a per-split env may fill
+_MISSING = object()
+
+Fn = Callable[[dict], Any]
+
+
+class EvalError(Exception):
+    """An operation failed on the values it met (``//`` by zero, ``min`` of nothing)."""
+
+    def __init__(self, what: str, span: A.Span) -> None:
+        super().__init__(f"{what} at {span.file}:{span.line}:{span.col}")
+        self.what = what
+        self.span = span
+
+
+class Lazy:
+    """An engine binding computed the first time a rule reads it (grouping's ``plan``)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+
+# --------------------------------------------------------------------- scopes
+
+
+class Scope:
+    """Compile-time names: name -> resolver ``(kind, payload)``.
+
+    kinds: ``implicit`` (engine binding, payload = env key), ``slot`` (payload =
+    env key), ``let`` (payload = (key, fn, shared)), ``const`` (payload = value),
+    ``gen`` (payload = generator name; validation only).
+    """
+
+    def __init__(self, parent: "Scope | None" = None) -> None:
+        self.names: dict[str, tuple[str, Any]] = {}
+        self.parent = parent
+
+    def lookup(self, name: str) -> tuple[str, Any] | None:
+        s: Scope | None = self
+        while s is not None:
+            found = s.names.get(name)
+            if found is not None:
+                return found
+            s = s.parent
+        return None
+
+    def child(self) -> "Scope":
+        return Scope(self)
+
+
+def _implicit_getter(key: str) -> Fn:
+    def get(env: dict) -> Any:
+        value = env[key]
+        if type(value) is Lazy:
+            value = env[key] = value.fn()
+        return value
+    return get
+
+
+def _let_getter(key: int, fn: Fn, shared: bool) -> Fn:
+    """A section ``let``: evaluated at most once per section evaluation.
+
+    ``shared``: the let does not depend on a per-split binding, so a value
+    computed inside a per-split env is stored in the enclosing env as well.
+    """
+    def get(env: dict) -> Any:
+        value = env.get(key, _MISSING)
+        if value is _MISSING:
+            value = env[key] = fn(env)
+            if shared:
+                base = env.get(BASE)
+                if base is not None:
+                    base[key] = value
+        return value
+    return get
+
+
+# ------------------------------------------------------------------ builtins
+
+
+def _collection(args: list[Fn]) -> Fn:
+    (arg,) = args
+    return arg
+
+
+def _need_nonempty(values: Any, name: str, span: A.Span) -> None:
+    if not values:
+        raise EvalError(f"`{name}` of an empty collection", span)
+
+
+class ExprCompiler:
+    """Compiles expressions of one policy.
+
+    ``facts``: fact name -> Python callable; ``records``: plain record name ->
+    dataclass; ``consts``: constant values; ``generator_ref(name)`` returns a
+    closure evaluating a candidates generator on the current env (validation).
+    """
+
+    def __init__(self, facts: dict[str, Callable], records: dict[str, type],
+                 consts: dict[str, Any], generator_ref: Callable[[str], Fn]) -> None:
+        self.facts = facts
+        self.records = records
+        self.consts = consts
+        self.generator_ref = generator_ref
+        self._slots = itertools.count()
+
+    def new_slot(self) -> int:
+        return next(self._slots)
+
+    # -------------------------------------------------------------- names
+    def name_getter(self, name: str, scope: Scope, span: A.Span) -> Fn:
+        found = scope.lookup(name)
+        if found is None:
+            if name in self.consts:
+                value = self.consts[name]
+                return lambda env: value
+            raise AssertionError(f"unresolved name {name!r} at {span}")  # the checker forbids it
+        kind, payload = found
+        if kind == "implicit":
+            return _implicit_getter(payload)
+        if kind == "slot":
+            return lambda env: env[payload]
+        if kind == "let":
+            return _let_getter(*payload)
+        if kind == "const":
+            return lambda env: payload
+        if kind == "gen":
+            return self.generator_ref(payload)
+        raise AssertionError(kind)
+
+    # -------------------------------------------------------- expressions
+    def expr(self, e: A.Expr, scope: Scope) -> Fn:
+        return getattr(self, "c_" + type(e).__name__)(e, scope)
+
+    def c_Num(self, e: A.Num, scope: Scope) -> Fn:
+        value = e.digits * (UNITS[e.unit.name] if e.unit is not None else 1)
+        return lambda env: value
+
+    def c_Bool(self, e: A.Bool, scope: Scope) -> Fn:
+        value = e.value
+        return lambda env: value
+
+    def c_Str(self, e: A.Str, scope: Scope) -> Fn:
+        return self.template(e, scope)
+
+    def c_Name(self, e: A.Name, scope: Scope) -> Fn:
+        return self.name_getter(e.id, scope, e.span)
+
+    def c_ConfigRef(self, e: A.ConfigRef, scope: Scope) -> Fn:
+        name = e.name.name
+        return lambda env: env[CTX].config[name]
+
+    def c_Field(self, e: A.Field, scope: Scope) -> Fn:
+        obj = self.expr(e.obj, scope)
+        name = e.name.name
+        return lambda env: getattr(obj(env), name)
+
+    def c_TupleExpr(self, e: A.TupleExpr, scope: Scope) -> Fn:
+        items = [self.expr(i, scope) for i in e.items]
+        return lambda env: tuple(f(env) for f in items)
+
+    def c_ListExpr(self, e: A.ListExpr, scope: Scope) -> Fn:
+        items = [self.expr(i, scope) for i in e.items]
+        return lambda env: [f(env) for f in items]
+
+    def c_SetExpr(self, e: A.SetExpr, scope: Scope) -> Fn:
+        items = [self.expr(i, scope) for i in e.items]
+        return lambda env: frozenset(f(env) for f in items)
+
+    def c_IsKnown(self, e: A.IsKnown, scope: Scope) -> Fn:
+        operand = self.expr(e.operand, scope)
+        if e.known:
+            return lambda env: operand(env) is not None
+        return lambda env: operand(env) is None
+
+    def c_Unary(self, e: A.Unary, scope: Scope) -> Fn:
+        operand = self.expr(e.operand, scope)
+        if e.op == "not":
+            return lambda env: not operand(env)
+        return lambda env: -operand(env)
+
+    def c_RecordCtor(self, e: A.RecordCtor, scope: Scope) -> Fn:
+        cls = self.records[e.type_name.name]
+        fields = [(f.name.name, self.expr(f.value, scope)) for f in e.fields]
+        return lambda env: cls(**{name: fn(env) for name, fn in fields})
+
+    def c_Comprehension(self, e: A.Comprehension, scope: Scope) -> Fn:
+        out_set = e.kind == "set"
+        # Build the nested loops innermost-first; each clause sees the names before it.
+        clauses = []
+        inner = scope
+        for clause in e.clauses:
+            it = self.expr(clause.iter, inner)
+            inner = inner.child()
+            key = self.new_slot()
+            inner.names[clause.var.name] = ("slot", key)
+            conds = [self.expr(c, inner) for c in clause.conds]
+            clauses.append((it, key, conds))
+        elt = self.expr(e.elt, inner)
+
+        def run(env: dict) -> Any:
+            out: list = []
+
+            def loop(i: int) -> None:
+                if i == len(clauses):
+                    out.append(elt(env))
+                    return
+                it, key, conds = clauses[i]
+                for value in iteration_order(it(env)):
+                    env[key] = value
+                    if all(c(env) for c in conds):
+                        loop(i + 1)
+
+            loop(0)
+            return frozenset(out) if out_set else out
+        return run
+
+    def c_Binary(self, e: A.Binary, scope: Scope) -> Fn:
+        op = e.op
+        a = self.expr(e.left, scope)
+        b = self.expr(e.right, scope)
+        span = e.span
+        if op == "and":
+            return lambda env: a(env) and b(env)
+        if op == "or":
+            return lambda env: a(env) or b(env)
+        if op in ("==", "!="):
+            # An unknown value is unequal to everything (itself included).
+            def eq(env: dict) -> bool:
+                left, right = a(env), b(env)
+                return left is not None and right is not None and left == right
+            if op == "==":
+                return eq
+            return lambda env: not eq(env)
+        if op == "//" or op == "%":
+            def divide(env: dict) -> int:
+                left, right = a(env), b(env)
+                if right == 0:
+                    raise EvalError(f"`{op}` by zero ({left} {op} 0)", span)
+                return left // right if op == "//" else left % right
+            return divide
+        simple: dict[str, Callable[[Any, Any], Any]] = {
+            "<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
+            ">": lambda x, y: x > y, ">=": lambda x, y: x >= y,
+            "in": lambda x, y: x in y, "not in": lambda x, y: x not in y,
+            "subset": lambda x, y: frozenset(x) <= frozenset(y),
+            "|": lambda x, y: frozenset(x) | frozenset(y),
+            "&": lambda x, y: frozenset(x) & frozenset(y),
+            "+": lambda x, y: x + y, "*": lambda x, y: x * y,
+            "-": lambda x, y: (frozenset(x) - frozenset(y)) if isinstance(x, frozenset) else x - y,
+        }
+        fn = simple[op]
+        return lambda env: fn(a(env), b(env))
+
+    # -------------------------------------------------------------- calls
+    def c_Call(self, e: A.Call, scope: Scope) -> Fn:
+        name = e.func.name
+        args = [self.expr(a, scope) for a in e.args]
+        builtin = getattr(self, "b_" + name, None)
+        if builtin is not None:
+            return builtin(args, e.span)
+        fact = self.facts[name]
+        if len(args) == 1:
+            (x,) = args
+            return lambda env: fact(x(env))
+        if len(args) == 2:
+            x, y = args
+            return lambda env: fact(x(env), y(env))
+        return lambda env: fact(*[f(env) for f in args])
+
+    def b_len(self, args, span):
+        arg = _collection(args)
+        return lambda env: len(arg(env))
+
+    def _extreme(self, args, span, pick, name):
+        if len(args) >= 2:
+            return lambda env: pick(f(env) for f in args)
+        arg = _collection(args)
+
+        def run(env: dict) -> int:
+            values = arg(env)
+            _need_nonempty(values, name, span)
+            return pick(values)
+        return run
+
+    def b_min(self, args, span):
+        return self._extreme(args, span, min, "min")
+
+    def b_max(self, args, span):
+        return self._extreme(args, span, max, "max")
+
+    def b_sum(self, args, span):
+        arg = _collection(args)
+        return lambda env: sum(arg(env))
+
+    def b_product(self, args, span):
+        arg = _collection(args)
+        return lambda env: math.prod(arg(env))
+
+    def b_count(self, args, span):
+        arg = _collection(args)
+        return lambda env: sum(1 for v in arg(env) if v)
+
+    def b_all(self, args, span):
+        arg = _collection(args)
+        return lambda env: all(arg(env))
+
+    def b_any(self, args, span):
+        arg = _collection(args)
+        return lambda env: any(arg(env))
+
+    def b_sorted(self, args, span):
+        arg = _collection(args)
+        return lambda env: sorted(arg(env), key=sort_key)
+
+    def b_ceil_div(self, args, span):
+        a, b = args
+
+        def run(env: dict) -> int:
+            x, y = a(env), b(env)
+            if y == 0:
+                raise EvalError(f"`ceil_div({x}, 0)`", span)
+            return -(-x // y)
+        return run
+
+    def b_legal_splits(self, args, span):
+        op, dim = args
+        return lambda env: env[CTX].legal_splits(op(env), dim(env))
+
+    def b_conforms(self, args, span):
+        op, tiling = args
+        return lambda env: env[CTX].conforms(op(env), Tiling(tiling(env)))
+
+    # ----------------------------------------------------------- messages
+    def placeholder(self, path: tuple[str, ...], scope: Scope, span: A.Span) -> Fn:
+        head, rest = path[0], path[1:]
+        if head == "config" and scope.lookup("config") is None:
+            name = rest[0]
+            return lambda env: env[CTX].config[name]
+        getter = self.name_getter(head, scope, span)
+        if not rest:
+            return getter
+
+        def get(env: dict) -> Any:
+            value = getter(env)
+            for field in rest:
+                if value is None:
+                    return None
+                value = getattr(value, field)
+            return value
+        return get
+
+    def template(self, s: A.Str, scope: Scope) -> Fn:
+        """A string literal: literal text and placeholders, rendered when evaluated."""
+        from spyre_rules.engine.values import render
+
+        pieces = Placeholders.split(s.value)
+        if all(isinstance(p, str) for p in pieces):
+            text = "".join(pieces)
+            return lambda env: text
+        parts = [p if isinstance(p, str) else self.placeholder(p, scope, s.span) for p in pieces]
+
+        def run(env: dict) -> str:
+            return "".join(p if isinstance(p, str) else render(p(env)) for p in parts)
+        return run
+
+
+class Placeholders:
+    """Splitting a decoded template into text and placeholder paths."""
+
+    @staticmethod
+    def split(text: str) -> list[Any]:
+        pieces: list[Any] = []
+        buf: list[str] = []
+        i, n = 0, len(text)
+        while i < n:
+            ch = text[i]
+            if ch in "{}" and i + 1 < n and text[i + 1] == ch:
+                buf.append(ch)
+                i += 2
+                continue
+            if ch == "{":
+                close = text.index("}", i)
+                if buf:
+                    pieces.append("".join(buf))
+                    buf = []
+                pieces.append(tuple(text[i + 1:close].split(".")))
+                i = close + 1
+                continue
+            buf.append(ch)
+            i += 1
+        if buf:
+            pieces.append("".join(buf))
+        return pieces
+
+    @staticmethod
+    def paths(text: str) -> list[tuple[str, ...]]:
+        return [p for p in Placeholders.split(text) if isinstance(p, tuple)]

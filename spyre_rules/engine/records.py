@@ -1,0 +1,114 @@
+"""What the engine returns: plans (the seed's dataclasses), decisions and traces.
+
+``SpanOverflowTilePlan`` / ``SpanOverflowTileLevel`` / ``ChunkingInfo`` are the
+public contract of seed 000 (layout_model §4.1).  ``OpDecision`` is one op's
+answer with the trace of every rule that fired; ``spyre-rules explain`` and
+the dump's ``plan.json`` print it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from spyre_rules.engine.values import render
+
+__all__ = [
+    "ChunkingInfo", "SpanOverflowTileLevel", "SpanOverflowTilePlan", "TraceStep", "OpDecision",
+    "PLAN", "NO_PLAN", "UNSUPPORTED",
+]
+
+PLAN = "plan"
+NO_PLAN = "no plan"
+UNSUPPORTED = "unsupported"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkingInfo:
+    """One overflowing span the plan answers (an emitted candidate)."""
+
+    total_bytes: int | None
+    per_core_span: int
+    core_split_estimate: int
+    selected_device_dim_size: int | None
+    selected_device_span_stride_elems: int | None
+    selected_host_dim: int
+    stick_elems: int | None
+    reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanOverflowTileLevel:
+    """Split output host dim ``selected_host_dim`` into ``split_count`` tiles."""
+
+    selected_host_dim: int
+    split_count: int
+    is_reduction: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanOverflowTilePlan:
+    """Levels sorted by host dim (outer to inner); the spans they answer; why."""
+
+    levels: tuple[SpanOverflowTileLevel, ...]
+    chunking_infos: tuple[ChunkingInfo, ...]
+    reason: str | None = None
+
+    @property
+    def splits(self) -> tuple[tuple[int, int], ...]:
+        """``((host_dim, split_count), ...)``: the plan in one line."""
+        return tuple((lv.selected_host_dim, lv.split_count) for lv in self.levels)
+
+
+@dataclasses.dataclass
+class TraceStep:
+    """A rule that fired (or a phase result), with the values it saw.
+
+    ``values`` holds the raw values (rendered on demand: recording stays cheap).
+    """
+
+    section: str
+    rule: str
+    outcome: str
+    message: str | None = None
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def rendered_values(self) -> dict[str, str]:
+        return {k: render(v) for k, v in self.values.items()}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"section": self.section, "rule": self.rule, "outcome": self.outcome,
+                "message": self.message, "values": self.rendered_values()}
+
+    def text(self) -> str:
+        head = f"{self.section}.{self.rule}: {self.outcome}"
+        if self.message:
+            head += f" -- {self.message}"
+        values = self.rendered_values()
+        if values:
+            head += "  [" + ", ".join(f"{k}={v}" for k, v in values.items()) + "]"
+        return head
+
+
+@dataclasses.dataclass
+class OpDecision:
+    """One op's answer: ``decision`` is "plan", "no plan" or "unsupported"."""
+
+    op: str
+    kind: str
+    decision: str
+    plan: SpanOverflowTilePlan | None
+    reason: str | None
+    trace: list[TraceStep]
+    error: Exception | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        plan = None
+        if self.plan is not None:
+            plan = {
+                "levels": [dataclasses.asdict(lv) for lv in self.plan.levels],
+                "chunking_infos": [dataclasses.asdict(ci) for ci in self.plan.chunking_infos],
+                "reason": self.plan.reason,
+            }
+        return {"op": self.op, "kind": self.kind, "decision": self.decision, "plan": plan,
+                "reason": self.reason, "trace": [s.as_dict() for s in self.trace]}

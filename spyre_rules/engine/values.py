@@ -1,0 +1,198 @@
+"""Runtime values of the ``.rules`` language and how they print.
+
+The checker has already proven every expression well typed, so values are
+plain Python objects:
+
+* ``int`` / ``bool`` / ``str``; **unknown** is ``None`` (facts return ``None``
+  for "cannot be measured"); ``list`` (ordered), ``frozenset`` (a ``set``,
+  iterated in ascending order: see :func:`iteration_order`), ``tuple`` (keys);
+* opaque handles: ``Op`` is the Inductor operation, ``Sym`` a sympy Symbol,
+  ``Layout`` a FixedTiledLayout, ``Tiling`` a :class:`Tiling`;
+* extern records built by the engine (``DimGroup``, ``Combo``, ``Level``,
+  ``Plan``, ``Run`` below) or by facts (``Coord``, ``Read``, ``HostCoord`` in
+  ``spyre_rules.facts.records``), and plain records the rules build (a
+  dataclass made per policy from the prelude's declaration).
+
+Rendering (docs/rules_language.md §7) lives here too, so traces, messages and
+``spyre-rules explain`` print values one way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import sympy
+
+__all__ = [
+    "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
+    "iteration_order", "render", "sort_key",
+]
+
+
+class Tiling(tuple):
+    """A split map ``((host_dim, split), ...)``: sorted by dim, splits > 1 only.
+
+    A tuple of pairs, so the facts' ``tiling_key`` accepts it as it is; it prints
+    as ``{1: 5, 2: 8}``.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> "Tiling":
+        return cls(sorted((int(d), int(k)) for d, k in pairs if int(k) > 1))
+
+    def as_dict(self) -> dict[int, int]:
+        return dict(self)
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{d}: {k}" for d, k in self) + "}"
+
+
+# ------------------------------------------------------------- engine records
+# Field names and order are the prelude's (the engine refuses to load a
+# prelude whose extern records disagree with these).
+
+
+@dataclasses.dataclass(frozen=True)
+class DimGroup:
+    """search: every candidate of one output host dim."""
+
+    dim: int
+    max_span_bytes: int
+    first_index: int
+    spans: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Combo:
+    """search: one combination of split counts, aligned with the ordered dims."""
+
+    dims: list
+    counts: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """A plan level: split output host dim ``host_dim`` into ``split`` tiles."""
+
+    host_dim: int
+    split: int
+    is_reduction: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRecord:
+    """The planner's answer for one op as rules see it (prelude ``Plan``)."""
+
+    RULES_NAME = "Plan"  # not a field: the record's name in the language
+
+    levels: list
+    tiling: Tiling
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """grouping: the open run of Pointwise ops sharing one loop."""
+
+    is_open: bool
+    members: frozenset
+    levels: list
+    tiling: Tiling
+
+
+#: prelude record name -> the engine's dataclass
+ENGINE_RECORDS: dict[str, type] = {
+    "DimGroup": DimGroup, "Combo": Combo, "Level": Level, "Plan": PlanRecord, "Run": Run,
+}
+
+
+# ------------------------------------------------------------------ ordering
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural(name: str) -> tuple:
+    """``c2`` before ``c10``: digit runs compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
+
+
+def sort_key(value: Any) -> Any:
+    """A key that orders values of one orderable type as the language does
+    (ints numerically, strings by text, symbols by natural name order, lists and
+    tuples lexicographically)."""
+    if isinstance(value, sympy.Symbol):
+        return _natural(value.name)
+    if isinstance(value, (list, tuple)) and not isinstance(value, Tiling):
+        return tuple(sort_key(v) for v in value)
+    return value
+
+
+def iteration_order(values: Any) -> list:
+    """Elements of a list as they are; of a set in ascending order."""
+    if isinstance(values, (frozenset, set)):
+        return sorted(values, key=sort_key)
+    return list(values)
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def _op_name(value: Any) -> str | None:
+    get_name = getattr(value, "get_name", None)
+    if callable(get_name):
+        try:
+            return str(get_name())
+        except Exception:  # noqa: BLE001 - an unnamed node renders by its type
+            return type(value).__name__
+    return None
+
+
+def _layout_text(value: Any) -> str | None:
+    device_layout = getattr(value, "device_layout", None)
+    if device_layout is None or not hasattr(value, "size"):
+        return None
+    size = [int(s) if getattr(s, "is_Integer", True) else str(s) for s in value.size]
+    return f"Layout(size={size}, device_size={list(device_layout.device_size)})"
+
+
+def render(value: Any, top: bool = True) -> str:
+    """The text of a value in messages and traces (docs/rules_language.md §7)."""
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value if top else repr(value)
+    if isinstance(value, sympy.Symbol):
+        return value.name
+    if isinstance(value, sympy.Integer):
+        return str(int(value))
+    if isinstance(value, Tiling):
+        return repr(value)
+    if isinstance(value, (frozenset, set)):
+        return "{" + ", ".join(render(v, False) for v in iteration_order(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(render(v, False) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(render(v, False) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    # Ops and layouts before records: Inductor IR nodes are dataclasses too.
+    name = _op_name(value)
+    if name is not None:
+        return name
+    text = _layout_text(value)
+    if text is not None:
+        return text
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = ", ".join(f"{f.name}={render(getattr(value, f.name), False)}"
+                           for f in dataclasses.fields(value))
+        name = getattr(type(value), "RULES_NAME", type(value).__name__)
+        return f"{name}({fields})"
+    return str(value)

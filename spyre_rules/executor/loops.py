@@ -1,0 +1,120 @@
+"""Run a kernel's ``OpSpec | LoopSpec`` tree, and check its affine addressing once.
+
+Each iteration runs the body's OpSpecs with every moving TensorArg shifted by
+``sum_l i_l * stride_l`` bytes -- strides from ``codegen.loops.arg_level_strides``,
+the same function ``bundle.mlir`` prints (design rule: the affine stride is the
+executor's per-iteration offset).  ``per_tile_fixed`` and LX args never move.
+
+``check_affine`` is the cross-check that this compact addressing means what the
+tiling means: for every moving arg and every enclosing-loop iteration tuple it
+substitutes ``sym -> sym + i_l * T_sym`` into the device coordinates and requires
+the exact element offsets to equal the unshifted ones plus the affine offset, on
+the whole per-tile iteration space.  Mismatch -> ``LoopAddressError`` naming the
+kernel, op, tensor and iteration.  Kernels run it on their first call only; to
+bound its cost it visits at most ``CHECK_ITERATIONS`` iteration tuples (all
+tuples when fewer, else every level at 0, 1, and count-1 in all combinations).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import torch
+
+from spyre_rules.codegen.loops import arg_level_strides, arg_moves, device_strides, level_symbols
+from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
+from spyre_rules.errors import SpyreRulesError
+from spyre_rules.executor.evaluate import run_op_spec
+from spyre_rules.executor.hbm import DeviceMemory
+from spyre_rules.executor.sympy_eval import evaluate
+
+__all__ = ["LoopAddressError", "check_affine", "run_items", "CHECK_ITERATIONS"]
+
+CHECK_ITERATIONS = 64
+
+
+class LoopAddressError(SpyreRulesError, RuntimeError):
+    """A moving tensor's affine loop offset differs from the exact coordinate shift."""
+
+
+def _walk(items: list[Any], counts: tuple[int, ...]) -> Any:
+    for item in items:
+        if isinstance(item, LoopSpec):
+            yield from _walk(item.body, counts + (int(item.count),))
+        else:
+            yield item, counts
+
+
+def run_items(items: list[Any], memory: DeviceMemory, where: str,
+              lx: DeviceMemory | None = None, counts: tuple[int, ...] = (),
+              iteration: tuple[int, ...] = ()) -> None:
+    for item in items:
+        if isinstance(item, LoopSpec):
+            for i in range(int(item.count)):
+                run_items(item.body, memory, where, lx, counts + (int(item.count),),
+                          iteration + (i,))
+            continue
+        shifts = None
+        if iteration:
+            shifts = [sum(i * s for i, s in zip(iteration, arg_level_strides(item, arg, len(iteration))))
+                      for arg in item.args]
+        run_op_spec(item, memory, where, shifts=shifts, lx=lx)
+
+
+def _iterations(counts: tuple[int, ...]) -> list[tuple[int, ...]]:
+    if math.prod(counts) <= CHECK_ITERATIONS:
+        return list(itertools.product(*(range(c) for c in counts)))
+    corners = [sorted({0, min(1, c - 1), c - 1}) for c in counts]
+    return list(itertools.product(*corners))
+
+
+def _offsets(arg: TensorArg, env: dict[str, Any], shift: dict[Any, Any]) -> torch.Tensor:
+    total: Any = 0
+    for coord, stride in zip(arg.device_coordinates, device_strides(arg.device_size)):
+        expr = coord.xreplace(shift) if shift else coord
+        total = total + torch.as_tensor(evaluate(expr, env), dtype=torch.int64) * stride
+    return torch.as_tensor(total, dtype=torch.int64)
+
+
+def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str) -> None:
+    depth = len(counts)
+    strides = arg_level_strides(spec, arg, depth)
+    levels = level_symbols(spec, depth)
+    used = set().union(*(c.free_symbols for c in arg.device_coordinates))
+    ranges = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
+    names = [s for s in spec.iteration_space if s in used]
+    env: dict[str, Any] = {}
+    for axis, sym in enumerate(names):
+        shape = [1] * len(names)
+        shape[axis] = ranges[sym]
+        env[str(sym)] = torch.arange(ranges[sym], dtype=torch.int64).view(shape)
+    base = _offsets(arg, env, {})
+    width = element_bytes(arg.device_dtype)
+    for iteration in _iterations(counts):
+        shift = {sym: sym + i * ranges[sym] for i, syms in zip(iteration, levels) for sym in syms}
+        exact = _offsets(arg, env, shift)
+        affine = sum(i * s for i, s in zip(iteration, strides))
+        if affine % width or not bool(torch.equal(*torch.broadcast_tensors(exact, base + affine // width))):
+            raise LoopAddressError(
+                f"kernel {where}: op {spec.op}: tensor {arg.name}: at loop iteration "
+                f"{list(iteration)} the affine offset {affine} bytes (strides {strides}) differs "
+                "from the exact coordinate shift "
+                f"{', '.join(f'{s} -> {e}' for s, e in shift.items())}; "
+                "the tile is not a rigid translation of the first one (e.g. not a whole "
+                "number of sticks along the stick dim)"
+            )
+
+
+def check_affine(items: list[Any], where: str) -> int:
+    """Cross-check every moving arg of every looped OpSpec; returns how many were checked."""
+    checked = 0
+    for spec, counts in _walk(items, ()):
+        if not counts:
+            continue
+        for arg in spec.args:
+            if arg_moves(arg) and any(level_symbols(spec, len(counts))):
+                _check_arg(spec, arg, counts, where)
+                checked += 1
+    return checked

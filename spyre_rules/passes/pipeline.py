@@ -1,0 +1,255 @@
+"""The coarse-tiling pipeline pass: user-hint groups + automatic span-overflow groups.
+
+One pre-scheduling pass, ``coarse_tiling_pass(graph)``, placed right after the hint
+pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring"):
+
+1. with ``config.coarse_tiling`` off it does nothing (every op stays "no plan");
+2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
+   stamps its synthetic hints, so only user hints count;
+3. automatic groups, unless ``config.ignore_span_overflow_hints`` or
+   ``config.ignore_wsr_hints``: the rule engine's grouping (``group_operations``,
+   the ``span_overflow_groups`` adapter).  The engine skips ops that carry user
+   ``dim_hints`` (rules/grouping.rules ``user_hinted``), so user hints win per op;
+4. all groups sorted by the position of their first op, then applied by
+   ``tile_groups(graph, groups)`` (coarse_tile + insert_tiling_propagation; owned
+   by ``spyre_rules.passes.tiling_propagation``).
+
+Every ComputedBuffer's plan record (``graph_state(graph).plan``, written to
+``plan.json`` in the dump dir) gets the decision, the levels its loop runs, the
+reason, the deciding rule and the rule trace (:func:`record_decisions`).
+
+An ``Unsupported`` from the planner or the grouping (e.g. "Cannot auto-tile buf0:
+it reads already auto-tiled producer(s) ['buf1'] ...") becomes ``UnsupportedGraph``
+with the engine's message unchanged: the backend then raises it under
+``fallback='error'`` or warns with it and runs the graph eagerly under
+``fallback='eager'`` (backend/compile.py) -- never a silent fallback.
+
+Importing this module registers the pass (idempotent).  The scratchpad planner
+(``passes/scratchpad.py``) runs inside this pass, after tiling, because it sizes
+per-tile buffers (seed 003: ``scratchpad_planning`` after coarse tiling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch._inductor.virtualized import V
+
+from spyre_rules import config
+from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.backend.pre_scheduling import (
+    PRE_SCHEDULING_PASSES,
+    register_pre_scheduling_pass,
+)
+from spyre_rules.errors import Unsupported
+from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
+
+__all__ = [
+    "AUTO",
+    "USER",
+    "automatic_tiling_enabled",
+    "collect_groups",
+    "coarse_tiling_pass",
+    "record_decisions",
+    "sort_groups",
+    "register",
+    "unregister",
+]
+
+#: ``source`` of a group in plan records.
+USER = "user hint"
+AUTO = "automatic"
+
+Group = tuple[list[Any], list[Any]]
+
+
+def automatic_tiling_enabled() -> bool:
+    """Automatic span-overflow tiling runs only when neither switch suppresses it."""
+    return bool(config.coarse_tiling) and not (
+        config.ignore_span_overflow_hints or config.ignore_wsr_hints
+    )
+
+
+def _off_reason() -> str:
+    """Which configuration switch turned automatic tiling off (a fact, for plan.json)."""
+    if not config.coarse_tiling:
+        return "coarse tiling is off (config.coarse_tiling)"
+    if config.ignore_span_overflow_hints:
+        return "automatic span-overflow tiling is off (config.ignore_span_overflow_hints)"
+    return "automatic span-overflow tiling is off (config.ignore_wsr_hints)"
+
+
+def sort_groups(operations: Sequence[Any], groups: list[Group]) -> list[Group]:
+    """Groups ordered by the graph position of their first op (stable)."""
+    position = {id(op): i for i, op in enumerate(operations)}
+    return sorted(groups, key=lambda g: min(position[id(op)] for op in g[0]))
+
+
+def _levels_of(op: Any, hint_ids: list[int]) -> list[list[int]]:
+    """``[[host_dim, split], ...]`` the op runs, per level (host dim None: loop-invariant)."""
+    by_id = {h.hint_id: h for h in getattr(op, "dim_hints", None) or []}
+    out = []
+    for hint_id in hint_ids:
+        hint = by_id.get(hint_id)
+        if hint is not None:
+            out.append([hint.host_dim, int(hint.split_count)])
+    return out
+
+
+def record_decisions(
+    graph: Any, user_groups: list[Group], outcome: Any | None
+) -> None:
+    """Write each op's decision, levels, reason, deciding rule and trace to its plan record.
+
+    ``outcome`` is the engine's ``GroupingOutcome`` (None: automatic tiling off).
+    """
+    plan = graph_state(graph).plan
+    ops_by_name = {op.get_name(): op for op in graph.operations}
+    for g, (ops, levels) in enumerate(user_groups):
+        ids = [int(level[0]) for level in levels]
+        for op in ops:
+            record = plan.get(op.get_name())
+            if record is None:
+                continue
+            record.update(
+                decision=USER,
+                source=USER,
+                levels=_levels_of(op, ids),
+                reason=f"user spyre_hint group {g} (hint ids {ids})",
+                rule=None,
+                rule_message=None,
+                rule_trace=[],
+            )
+    user_ops = {op.get_name() for ops, _ in user_groups for op in ops}
+    auto_group: dict[str, list[int]] = {}
+    if outcome is not None:
+        for ops, levels in outcome.groups:
+            ids = [int(level[0]) for level in levels]
+            for op in ops:
+                auto_group[op.get_name()] = ids
+    for name, record in plan.items():
+        if name in user_ops:
+            continue
+        if outcome is None:
+            record.update(decision="no plan", source=None, levels=[], reason=_off_reason(),
+                          rule=None, rule_message=None, rule_trace=[])
+            continue
+        record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
+
+
+def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
+    """One op's record from the engine: the planner's decision, then the grouping step.
+
+    ``rule`` names the rule that decided what the op runs: the grouping rule for a
+    tiled op (start / join / conform / single), else the planner's last step
+    (eligibility skip, no candidate, ...) or, when the planner was never asked,
+    the grouping rule that passed the op.
+    """
+    name = op.get_name()
+    decision = outcome.decisions.get(name)
+    step = outcome.actions.get(name)
+    trace = list(decision.trace) if decision is not None else []
+    if step is not None:
+        trace.append(step)
+    if hint_ids is not None:
+        decider, reason = step, decision.reason
+    elif decision is not None and decision.trace:
+        decider, reason = decision.trace[-1], decision.reason
+    else:
+        decider, reason = step, step.message if step is not None else None
+    return {
+        "decision": decision.decision if decision is not None else "no plan",
+        "source": AUTO if hint_ids is not None else None,
+        "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
+        "own_plan": ([list(s) for s in decision.plan.splits]
+                     if decision is not None and decision.plan is not None else None),
+        "hint_ids": hint_ids or [],
+        "reason": reason,
+        "rule": f"{decider.section}.{decider.rule}" if decider is not None else None,
+        "rule_message": decider.message if decider is not None else None,
+        "rule_trace": [s.as_dict() for s in trace],
+    }
+
+
+def collect_groups(graph: Any) -> list[Group]:
+    """All coarse-tile groups of the graph, sorted; records every op's decision.
+
+    Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
+    grouping refuses the graph.
+    """
+    operations = list(graph.operations)
+    user_groups = hints_to_coarse_tile_groups(operations)
+    outcome = None
+    if automatic_tiling_enabled():
+        from spyre_rules.engine import group_operations
+
+        try:
+            with V.set_graph_handler(graph):
+                outcome = group_operations(operations)
+        except Unsupported as err:
+            if isinstance(err, UnsupportedGraph):
+                raise
+            raise UnsupportedGraph(str(err)) from err
+    record_decisions(graph, user_groups, outcome)
+    auto_groups = outcome.groups if outcome is not None else []
+    return sort_groups(operations, list(user_groups) + list(auto_groups))
+
+
+def _records_in_graph_order(graph: Any) -> None:
+    """plan.json lists ops in execution order (tiling inserts copy ops mid-graph)."""
+    plan = graph_state(graph).plan
+    order = [op.get_name() for op in graph.operations if op.get_name() in plan]
+    rest = [name for name in plan if name not in set(order)]
+    reordered = {name: plan[name] for name in order + rest}
+    plan.clear()
+    plan.update(reordered)
+
+
+def coarse_tiling_pass(graph: Any) -> None:
+    """Pre-scheduling pass: collect and apply every coarse-tile group (module doc)."""
+    if not config.coarse_tiling:
+        return
+    groups = collect_groups(graph)
+    if groups:
+        from spyre_rules.passes.tiling_propagation import tile_groups
+
+        tile_groups(graph, groups)
+        _records_in_graph_order(graph)
+    from spyre_rules.passes.scratchpad import scratchpad_planning
+
+    scratchpad_planning(graph)
+
+
+def register() -> None:
+    """Register the pass right after ``assign_dim_hints`` (idempotent).
+
+    It takes the place of ``tiling_propagation.apply_user_hint_tiling`` (which
+    tiles user-hint groups only): this pass applies those groups too, merged
+    with the automatic ones, and two passes tiling the same group would fail.
+    """
+    from spyre_rules.passes import tiling_propagation  # registers its pass first
+
+    user_only = tiling_propagation.apply_user_hint_tiling
+    if user_only in PRE_SCHEDULING_PASSES:
+        PRE_SCHEDULING_PASSES.remove(user_only)
+    if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
+        PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
+    index = PRE_SCHEDULING_PASSES.index(assign_dim_hints) + 1 \
+        if assign_dim_hints in PRE_SCHEDULING_PASSES else 0
+    PRE_SCHEDULING_PASSES.insert(index, coarse_tiling_pass)
+
+
+def unregister() -> None:
+    """Undo :func:`register` (restores the user-hint-only pass); for tests."""
+    from spyre_rules.passes import tiling_propagation
+
+    if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
+        index = PRE_SCHEDULING_PASSES.index(coarse_tiling_pass)
+        PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
+        if tiling_propagation.apply_user_hint_tiling not in PRE_SCHEDULING_PASSES:
+            PRE_SCHEDULING_PASSES.insert(index, tiling_propagation.apply_user_hint_tiling)
+
+
+register()

@@ -1,0 +1,268 @@
+"""``insert_tiling_propagation``: what the rest of the graph sees of a tiled op.
+
+Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
+``coarse_tile`` every op of a group computes one tile per innermost iteration
+into a *per-tile* buffer (its layout was resized in place).  That is right for
+readers inside the same loop, wrong for everybody else.  Per tiled op:
+
+* **loop-invariant** (no level tiles any of its dims) or **loop-internal** (no
+  reader outside its top-level loop and not a graph output):
+  ``layout.per_tile_fixed = True`` -- the buffer is rewritten every iteration at
+  a fixed address (codegen/executor never move it).
+* **Case 2, read only outside**: the op writes the full buffer directly.  Its
+  layout is restored to the full-size FixedTiledLayout (same object, so the
+  backend's ``graph_state.layouts`` stays consistent) while its ranges stay
+  per-tile: its store index then uses full strides, and the loop moves the tile.
+  Readers keep the same buffer name, nothing else changes.
+* **Case 1, read inside and outside**: the op keeps its per-tile buffer
+  (``per_tile_fixed``) for the readers inside; a new full-size buffer is
+  registered with Inductor (``graph.register_buffer`` / ``register_operation``,
+  so ``graph.buffers`` and ``name_to_buffer`` know it) and filled by an identity
+  Pointwise copy op inserted right after the op with the same loop attributes.
+  Outside readers are renamed to the full buffer, graph outputs re-pointed.
+
+Why renaming needs more than a name swap: Inductor resolves a load lazily --
+``Buffer.make_loader`` computes ``self.layout.make_indexer()`` only when the
+reader's body is traced -- so an outside reader of op ``X`` would compute its
+index from ``X``'s *per-tile* strides.  ``_read_full`` therefore wraps the
+reader's ``inner_fn``: while it is traced, ``X.layout`` is temporarily the full
+layout and loads of ``X`` are renamed to the full buffer.
+
+``tile_groups(graph, groups)`` = ``coarse_tile`` + this pass: the single entry
+for user-hint groups and the automatic planner.  ``coarse_tile`` validates every
+group (non-dividing counts, non-contiguous groups, tiled reduction dims) before
+touching any op, so those errors leave the IR and memory map untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from torch._inductor import ir
+from torch._inductor.virtualized import V
+
+from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.backend.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
+
+__all__ = [
+    "COPY_KIND",
+    "apply_user_hint_tiling",
+    "insert_tiling_propagation",
+    "tile_groups",
+]
+
+#: ``spyre_rules_kind`` of the copy ops (codegen names their OpSpecs ``copy``).
+COPY_KIND = "copy"
+
+
+@dataclasses.dataclass(frozen=True)
+class _FullLayout:
+    size: list[Any]
+    stride: list[Any]
+    device_layout: Any
+
+
+def _snapshot(op: Any) -> _FullLayout | None:
+    layout = getattr(op, "layout", None)
+    if not isinstance(layout, FixedTiledLayout):
+        return None
+    return _FullLayout(list(layout.size), list(layout.stride), layout.device_layout)
+
+
+def _graph_of(operations: Any) -> Any:
+    return operations if hasattr(operations, "operations") else V.graph
+
+
+def _is_output(graph: Any, name: str) -> bool:
+    return name in graph_state(graph).host_outputs
+
+
+def _readers(graph: Any, name: str) -> list[Any]:
+    return [
+        op for op in graph.operations
+        if isinstance(op, ir.ComputedBuffer) and name in op.get_read_names()
+    ]
+
+
+def _top(op: Any) -> Any:
+    gid = getattr(op, "loop_group_id", None)
+    return None if gid is None else gid[0]
+
+
+def _full_tiled_layout(op: Any, full: _FullLayout) -> FixedTiledLayout:
+    layout = op.layout
+    return FixedTiledLayout(
+        layout.device, layout.dtype, list(full.size), list(full.stride),
+        device_layout=full.device_layout,
+    )
+
+
+def _read_full(reader: Any, src: Any, full_name: str, full_layout: Any) -> None:
+    """Make ``reader`` load ``full_name`` (full strides) wherever it loaded ``src``."""
+    data = reader.data
+    fn = data.inner_fn
+    renames = {src.get_name(): full_name}
+
+    def inner_fn(*args: Any) -> Any:
+        saved = src.layout
+        src.layout = full_layout  # the lazy loader of src indexes with full strides
+        try:
+            with V.set_ops_handler(RenameLoads(V.get_ops_handler(), renames)):
+                return fn(*args)
+        finally:
+            src.layout = saved
+
+    set_frozen(data, "inner_fn", inner_fn)
+    drop_caches(reader)
+
+
+def _repoint_outputs(graph: Any, old: Any, new: Any) -> None:
+    for out in graph.graph_outputs:
+        node = out
+        while isinstance(node, (ir.TensorBox, ir.BaseView)):
+            node = node.data
+        if isinstance(node, ir.StorageBox) and node.data is old:
+            object.__setattr__(node, "data", new)
+    state = graph_state(graph)
+    if old.get_name() in state.host_outputs:
+        state.host_outputs.discard(old.get_name())
+        state.host_outputs.add(new.get_name())
+
+
+def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
+    """Register the full buffer + identity copy of ``op``'s tile, right after ``op``."""
+    layout = _full_tiled_layout(op, full)
+    loader = op.make_loader()  # lazy: indexes op with its per-tile layout
+    data = ir.Pointwise(
+        device=op.get_device(), dtype=op.get_dtype(), inner_fn=loader,
+        ranges=list(op.data.ranges),
+    )
+    buf = ir.ComputedBuffer(name=None, layout=layout, data=data)
+    name = graph.register_buffer(buf, set_name=True)
+    graph.register_operation(buf)
+    graph.operations.remove(buf)
+    graph.operations.insert(graph.operations.index(op) + 1, buf)
+    buf.origins = type(op.origins)(op.origins)
+    buf.spyre_rules_kind = COPY_KIND
+    buf.loop_group_id = op.loop_group_id
+    buf.loop_count = list(op.loop_count)
+    buf.loop_tiled_dims = [list(d) for d in op.loop_tiled_dims]
+    buf.loop_tiled_reduction_dims = [[] for _ in op.loop_tiled_dims]
+    state = graph_state(graph)
+    state.layouts[name] = layout
+    record = dict(state.plan.get(op.get_name(), {}))
+    record.update({"op": name, "kind": COPY_KIND, "rule_trace": [],
+                   "description": f"{name} (copy of the {op.get_name()} tile into a full buffer)"})
+    state.plan[name] = record
+    return buf
+
+
+def _propagate(graph: Any, op: Any, full: _FullLayout | None) -> str:
+    name = op.get_name()
+    layout = op.layout
+    if not any(op.loop_tiled_dims):
+        layout.per_tile_fixed = True
+        return "loop-invariant"
+    readers = _readers(graph, name)
+    outside = [r for r in readers if _top(r) != _top(op)]
+    inside = [r for r in readers if _top(r) == _top(op)]
+    if not outside and not _is_output(graph, name):
+        layout.per_tile_fixed = True
+        return "loop-internal"
+    if full is None:
+        raise CoarseTileError(
+            f"insert_tiling_propagation: {op_description(op)} is read outside its loop but "
+            "its full-size layout is unknown (call tile_groups, which records it)"
+        )
+    if not inside:
+        layout.size, layout.stride = list(full.size), list(full.stride)
+        layout.device_layout = full.device_layout
+        drop_caches(op)
+        return "writes full buffer"
+    layout.per_tile_fixed = True
+    copy = _insert_copy(graph, op, full)
+    for reader in outside:
+        _read_full(reader, op, copy.get_name(), copy.layout)
+    _repoint_outputs(graph, op, copy)
+    return f"copied to {copy.get_name()}"
+
+
+def insert_tiling_propagation(
+    operations: Any, groups: Sequence[Any], full_layouts: dict[str, _FullLayout] | None = None
+) -> dict[str, str]:
+    """Propagate tiled groups to their readers (see module docstring).
+
+    ``operations`` is the graph (or ``graph.operations`` under ``V.graph``);
+    ``full_layouts`` maps op name -> its pre-tiling layout (``tile_groups``
+    records it).  Returns ``{op name: what was done}`` for plan records.
+    """
+    graph = _graph_of(operations)
+    full_layouts = full_layouts or {}
+    done: dict[str, str] = {}
+    for index, group in enumerate(groups):
+        ops, _ = normalize_group(index, group)
+        for op in ops:
+            if getattr(op, "loop_group_id", None) is None:
+                raise CoarseTileError(
+                    f"insert_tiling_propagation: {op_description(op)} of group {index} was "
+                    "not tiled (run coarse_tile first)"
+                )
+            done[op.get_name()] = _propagate(graph, op, full_layouts.get(op.get_name()))
+    return done
+
+
+def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
+    """``coarse_tile`` + ``insert_tiling_propagation`` on ``graph`` (one entry point)."""
+    if not groups:
+        return {}
+    full = {}
+    for index, group in enumerate(groups):
+        for op in normalize_group(index, group)[0]:
+            snap = _snapshot(op)
+            if snap is not None:
+                full[op.get_name()] = snap
+    coarse_tile(graph.operations, groups)
+    done = insert_tiling_propagation(graph, groups, full)
+    state = graph_state(graph)
+    for name, what in done.items():
+        op = graph.get_buffer(name)
+        record = state.plan.get(name)
+        if record is not None:
+            record["loop"] = {
+                "loop_group_id": list(op.loop_group_id),
+                "loop_count": [int(c) for c in op.loop_count],
+                "loop_tiled_dims": [list(d) for d in op.loop_tiled_dims],
+                "propagation": what,
+            }
+    return done
+
+
+def apply_user_hint_tiling(graph: Any) -> None:
+    """Pre-scheduling pass: tile the ``spyre_hint`` groups (config.coarse_tiling).
+
+    Skipped under ``capture_operations``: a capture returns the ops as the
+    planners see them (hints stamped, nothing tiled yet), so callers can run
+    ``coarse_tile`` / ``tile_groups`` themselves.
+    """
+    from spyre_rules import config
+    from spyre_rules.backend import pre_scheduling
+    from spyre_rules.hints import hints_to_coarse_tile_groups
+
+    if not config.coarse_tiling or pre_scheduling._capture_sink is not None:
+        return
+    groups = hints_to_coarse_tile_groups(graph.operations)
+    if groups:
+        tile_groups(graph, groups)
+
+
+def _register() -> None:
+    from spyre_rules.backend.pre_scheduling import register_pre_scheduling_pass
+
+    register_pre_scheduling_pass(apply_user_hint_tiling)
+
+
+_register()

@@ -1,0 +1,142 @@
+"""Shared helpers of the engine tests: capturing real programs and checking plans.
+
+* :func:`capture` -- ``spyre_rules.capture_operations`` with a per-session cache
+  keyed by a program name (capture costs ~0.3 s; ops are shared, so a test that
+  stamps ``dim_hints`` must remove them again: :func:`without_hints`).
+* :func:`capture_without_running` -- lowers a program to the planner's seam but
+  never runs it eagerly, for shapes far too large to allocate (layout_model §6.4).
+* :func:`assert_span_safe` -- the independent verifier (``verify_spans``,
+  brute-force enumeration) over what a plan makes the hardware touch: the
+  per-tile output buffer and every tile's write into the full output buffer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sympy
+import torch
+
+import spyre_rules
+from spyre_rules.backend.capture import CapturedOperations
+from spyre_rules.backend.compile import compile_for_capture
+from spyre_rules.backend.pre_scheduling import capture_sink
+from spyre_rules.facts.coordinates import device_coordinates
+from spyre_rules.facts.op_facts import op_facts
+from spyre_rules.facts.per_tile import split_by_symbol
+from spyre_rules.facts.stick_layout import dtype_info
+from spyre_rules.spans import verify_spans
+
+FP16 = torch.float16
+_CACHE: dict[str, CapturedOperations] = {}
+
+
+def capture(key: str, fn: Callable, *inputs: Any) -> CapturedOperations:
+    """Capture ``fn(*inputs)`` once per session under ``key``."""
+    found = _CACHE.get(key)
+    if found is None:
+        found = _CACHE[key] = spyre_rules.capture_operations(fn, *inputs)
+    return found
+
+
+class _Captured(Exception):
+    pass
+
+
+def capture_without_running(fn: Callable, *inputs: Any) -> CapturedOperations:
+    sink: list = []
+
+    def backend(gm, example_inputs):
+        with capture_sink(sink):
+            compile_for_capture(gm, example_inputs)
+        raise _Captured()  # stop before Dynamo runs the graph on real tensors
+
+    try:
+        with torch.no_grad():
+            torch.compile(fn, backend=backend)(*inputs)
+    except Exception as exc:  # noqa: BLE001 - Dynamo wraps our stop signal
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, _Captured):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+    finally:
+        torch._dynamo.reset_code(fn.__code__)
+    ops = CapturedOperations(op for _, group in sink for op in group)
+    ops.graphs = [graph for graph, _ in sink]
+    return ops
+
+
+@contextlib.contextmanager
+def without_hints(ops) -> Iterator[None]:
+    """Remove every ``dim_hints`` the block stamps (ops are shared between tests)."""
+    before = {id(op): getattr(op, "dim_hints", None) for op in ops}
+    try:
+        yield
+    finally:
+        for op in ops:
+            if getattr(op, "dim_hints", None) is not before[id(op)]:
+                op.dim_hints = before[id(op)]
+
+
+def by_name(ops, name: str):
+    return next(op for op in ops if op.get_name() == name)
+
+
+# ------------------------------------------------------------------ verifier
+
+
+def _check_coords(what: str, device_size, coords, ranges: dict, itemsize: int, limit: int,
+                  steps: dict) -> list[str]:
+    """Every non-stick coordinate's true span, per tile, must fit ``limit``.
+
+    Each coordinate is enumerated on its own (the others held at 0) so only its
+    own symbols are enumerated; its span is then exact for the verifier's
+    measure (coordinate values touched x inner device elements x itemsize).
+    ``steps``: tiled symbol -> (per-tile range, number of tiles); tile ``t``
+    reads the symbol at ``s + t * range``.
+    """
+    problems = []
+    last = len(coords) - 1
+    for d, coord in enumerate(coords[:last]):
+        coord = sympy.sympify(coord)
+        syms = sorted((s for s in coord.free_symbols if s in ranges), key=str)
+        if not syms:
+            continue
+        tiled = [s for s in syms if s in steps]
+        for tiles in itertools.product(*(range(steps[s][1]) for s in tiled)):
+            shifted = coord.subs({s: s + t * steps[s][0] for s, t in zip(tiled, tiles)})
+            only = [shifted if j == d else 0 for j in range(len(coords))]
+            report = verify_spans(device_size, only, {s: ranges[s] for s in syms}, itemsize)
+            span = report.dims[d].span_bytes
+            if report.dims[d].varies and span > limit:
+                problems.append(f"{what}: device dim {d} ({coord}) tile {tiles} spans {span} > {limit}")
+    return problems
+
+
+def span_problems(op, splits, limit: int) -> list[str]:
+    """What the verifier finds over a plan's real output writes (empty: safe)."""
+    facts = op_facts(op)
+    key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
+    view = facts.output_view(key)
+    assert view, f"{op.get_name()}: per-tile view of {key} cannot be built: {view}"
+    problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
+                             view.range_map, view.itemsize, limit, {})
+    layout, write = op.layout, facts.write
+    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
+    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
+    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
+    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
+                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
+    return problems
+
+
+def assert_span_safe(op, plan, limit: int) -> None:
+    """The independent verifier accepts every tile of ``plan`` (a plan or splits)."""
+    splits = plan.splits if hasattr(plan, "splits") else plan
+    problems = span_problems(op, splits, limit)
+    assert not problems, "\n".join(problems)

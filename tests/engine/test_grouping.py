@@ -1,0 +1,162 @@
+"""span_overflow_groups: runs, conformance, conflicts, hints, config gating (rules/grouping.rules)."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+
+import spyre_rules
+from spyre_rules import Unsupported, config
+from spyre_rules.engine import group_operations
+from spyre_rules.hints import DimHint
+
+from helpers import FP16, assert_span_safe, by_name, capture, without_hints
+
+ON = dict(max_span_bytes=8192, ignore_span_overflow_hints=False)
+
+
+def _chain(a):
+    b = a + 1
+    c = b * 2
+    return c, b
+
+
+def _conform(a):
+    c = a + 1
+    d = c[:, :, :8, :] * 2  # its own plan is {1: 4}; the run's {1: 5} also fits it
+    return c, d
+
+
+def _reduction_reads_run(a):
+    c = a + 1
+    return c.sum(dim=-1), c
+
+
+def _pointwise_reads_reduction(a):
+    s = a.sum(dim=0)
+    return s + 1, s
+
+
+@pytest.fixture(scope="module")
+def x():
+    return torch.randn(1, 20, 16, 64, dtype=FP16)
+
+
+@pytest.fixture(scope="module")
+def chain(x):
+    return capture("chain", _chain, x)
+
+
+def groups_of(ops, **cfg):
+    with without_hints(ops), config.patch(**{**ON, **cfg}):
+        return [([op.get_name() for op in g], levels)
+                for g, levels in spyre_rules.span_overflow_groups(ops)]
+
+
+def test_off_by_default_and_under_ignore_wsr_hints(chain):
+    with config.patch(max_span_bytes=8192):
+        assert config.ignore_span_overflow_hints is True
+        assert spyre_rules.span_overflow_groups(chain) == []
+    assert groups_of(chain, ignore_wsr_hints=True) == []
+    assert all(getattr(op, "dim_hints", None) is None for op in chain)
+    with config.patch(max_span_bytes=8192):
+        outcome = group_operations(chain)
+    assert {s.rule for s in outcome.actions.values()} == {"disabled"}
+    assert outcome.decisions == {}  # the planner never ran
+
+
+def test_equal_signatures_share_one_group(chain):
+    groups = groups_of(chain)
+    assert groups == [(["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+    assert isinstance(groups[0][1][0][1], sympy.Integer)
+
+
+def test_synthetic_hints_are_stamped_like_user_hints(chain):
+    with without_hints(chain), config.patch(**ON):
+        spyre_rules.span_overflow_groups(chain)
+        hints = [op.dim_hints for op in chain]
+    (h0,), (h1,) = hints
+    assert h0 == DimHint(["_span_overflow"], 5, sympy.Symbol("d0", integer=True, nonnegative=True),
+                         False, 10000, 1)
+    assert h1.hint_id == 10000 and h1.host_dim == 1 and h1.split_count == 5
+
+
+def test_conforming_consumer_adopts_the_run_split(x):
+    ops = capture("conform", _conform, x)
+    with config.patch(max_span_bytes=8192):
+        own = {d.op: d.plan.splits for d in spyre_rules.engine.plan_graph(ops)}
+    assert own == {"buf0": ((1, 5),), "buf1": ((1, 4),)}
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+        groups = outcome.groups
+        assert [h.split_count for h in by_name(ops, "buf1").dim_hints] == [5]
+    assert [([o.get_name() for o in g], lv) for g, lv in groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+    assert outcome.actions["buf1"].rule == "to_open_run"
+    assert_span_safe(by_name(ops, "buf1"), ((1, 5),), 8192)
+
+
+def test_reduction_reading_the_open_run_is_rejected(x):
+    ops = capture("red_reads_run", _reduction_reads_run, x)
+    with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
+        spyre_rules.span_overflow_groups(ops)
+    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
+                               "['buf0'] of an open run it cannot share a loop with")
+
+
+def test_reading_a_closed_auto_tiled_group_is_rejected():
+    ops = capture("pw_reads_red", _pointwise_reads_reduction, torch.randn(2, 20, 16, 64, dtype=FP16))
+    with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
+        spyre_rules.span_overflow_groups(ops)
+    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
+                               "['buf0']; their tile loops cannot be fused with this op")
+
+
+def test_reading_a_user_hinted_producer_is_rejected(chain):
+    producer = by_name(chain, "buf0")
+    user = DimHint(["H"], 5, sympy.Symbol("d0"), False, 0, 1)
+    with without_hints(chain), config.patch(**ON):
+        producer.dim_hints = [user]
+        with pytest.raises(Unsupported) as info:
+            spyre_rules.span_overflow_groups(chain)
+        assert producer.dim_hints == [user]  # manual hints are left alone
+    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
+                               "['buf0']; their tile loops cannot be fused with this op")
+
+
+def test_user_hinted_op_itself_is_passed(chain):
+    consumer = by_name(chain, "buf1")
+    with without_hints(chain), config.patch(**ON):
+        consumer.dim_hints = [DimHint(["H"], 2, sympy.Symbol("d0"), False, 0, 1)]
+        outcome = group_operations(chain)
+    assert outcome.actions["buf1"].rule == "user_hinted"
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0"], [(10000, sympy.Integer(5), False)])]
+
+
+def test_reduction_gets_a_singleton_group():
+    ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
+    assert groups_of(ops) == [(["buf0"], [(10000, sympy.Integer(2), False),
+                                          (10001, sympy.Integer(8), False)])]
+
+
+def test_regrouping_is_idempotent(chain):
+    """Synthetic hints are not user hints: grouping the same ops again gives the same groups."""
+    with without_hints(chain), config.patch(**ON):
+        first = spyre_rules.span_overflow_groups(chain)
+        second = spyre_rules.span_overflow_groups(chain)
+    assert [lv for _, lv in first] == [lv for _, lv in second]
+
+
+def test_coarse_tile_consumes_the_groups(x):
+    """The groups are in user-hint format: coarse_tile divides the ranges by the hints."""
+    ops = spyre_rules.capture_operations(lambda a, b: a + b, x, x)  # own copy: it is mutated
+    with config.patch(**ON):
+        groups = spyre_rules.span_overflow_groups(ops)
+        with ops.graph_context(0):
+            spyre_rules.coarse_tile(ops, groups)
+    (op,) = ops
+    assert list(op.data.ranges) == [1, 4, 16, 64]
+    assert [int(c) for c in op.loop_count] == [5]
+    assert op.loop_tiled_dims == [[1]]

@@ -1,0 +1,87 @@
+"""Policy numbers live in rules/, never in Python.
+
+Two scans of the Python sources (their ASTs, so comments and docstrings do not
+count):
+
+* the engine (``spyre_rules/engine``, logic modules) may contain no integer
+  literal but 0, 1, -1 and 2 (indexing, counting, "no split") -- any other
+  number in engine code would be a bound, a cap or a threshold the rules do not
+  control.  The only exception is a named module constant listed below with the
+  reason it is not policy;
+* the facts (``spyre_rules/facts/op_facts.py``, ``per_tile.py``, ``records.py``)
+  may not contain any number that limits.rules defines (3, 16, 512, 64, 5 ...),
+  except 0, 1 and 2.
+
+And the rules really are the source: changing a bound in a copy of the rules
+changes the bound the loaded engine uses.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from spyre_rules.engine.policy import get_policy, load_policy
+
+from test_policy_loading import rules_copy
+
+ROOT = Path(__file__).resolve().parents[2] / "spyre_rules"
+ENGINE = ROOT / "engine"
+FACTS = [ROOT / "facts" / name for name in ("op_facts.py", "per_tile.py", "records.py")]
+HARMLESS = {0, 1, -1, 2}
+# Module constant -> why it is not policy.
+NAMED_EXCEPTIONS = {
+    "HINT_ID_BASE": "the first synthetic hint id: an id convention shared with coarse tiling "
+                    "(seed 000 _SPAN_OVERFLOW_HINT_ID), not a bound on planning",
+}
+# Example programs are data (shapes and limits of demos), not engine logic.
+NOT_LOGIC = {"examples.py"}
+
+
+def int_literals(path: Path) -> list[tuple[int, int, str | None]]:
+    """(value, line, name of the module constant it initialises or None)."""
+    tree = ast.parse(path.read_text(), str(path))
+    named = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant):
+            named[id(node.value)] = node.targets[0].id
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            out.append((node.value, node.lineno, named.get(id(node))))
+    return out
+
+
+def test_engine_has_no_policy_numbers():
+    files = sorted(p for p in ENGINE.glob("*.py") if p.name not in NOT_LOGIC)
+    assert len(files) >= 8
+    found = []
+    for path in files:
+        for value, line, name in int_literals(path):
+            if value in HARMLESS or name in NAMED_EXCEPTIONS:
+                continue
+            found.append(f"{path.name}:{line}: {value}")
+    assert found == [], "policy numbers belong in rules/limits.rules:\n" + "\n".join(found)
+
+
+def test_facts_do_not_hard_code_limits():
+    limits = {v for v in get_policy().consts.values() if type(v) is int} - HARMLESS
+    assert {3, 16, 512, 64, 5} <= limits
+    found = [f"{path.name}:{line}: {value}" for path in FACTS
+             for value, line, _ in int_literals(path) if value in limits]
+    assert found == []
+
+
+def test_the_scan_sees_numbers():
+    """The scan is not vacuous: it finds the numbers of a module that has some."""
+    values = {v for v, _, _ in int_literals(ENGINE / "examples.py")}
+    assert {8192, 65536} <= values
+
+
+def test_bounds_come_from_the_rules(tmp_path):
+    target = rules_copy(tmp_path, {"limits.rules": [
+        ("const MAX_TILE_COMBOS = 512;", "const MAX_TILE_COMBOS = 7;"),
+        ("const MAX_SPLITS_PER_DIM = 16;", "const MAX_SPLITS_PER_DIM = 9;")]})
+    bounds = load_policy([str(target)]).program.search.bounds
+    assert bounds["max_combos"] == 7 and bounds["max_splits_per_dim"] == 9

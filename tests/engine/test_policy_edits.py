@@ -1,0 +1,112 @@
+"""Changing policy needs no Python: edit a copy of rules/ and point SPYRE_RULES_PATH at it."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+
+import spyre_rules
+from spyre_rules import config
+from spyre_rules.engine import plan_graph
+
+from helpers import FP16, assert_span_safe, by_name, capture, span_problems, without_hints
+from test_policy_loading import rules_copy
+
+
+FULL_BUFFER_REQUIREMENT = """\
+  require full_buffer_write_fits:
+    len(full_output_coords(op, tile)) > 0
+    and all(c.span_bytes is known and c.span_bytes <= config.max_span_bytes
+            for c in full_output_coords(op, tile)
+            if not c.is_stick and c.symbols != {})
+    because "writing tile {tile} of {op} into its full output buffer spans more than {config.max_span_bytes} bytes";
+"""
+
+
+def decisions(ops, **cfg):
+    with config.patch(**cfg):
+        return {d.op: d for d in plan_graph(ops)}
+
+
+@pytest.fixture
+def policy(tmp_path, monkeypatch):
+    """``policy({file: [(old, new)]})`` makes the edited copy the active policy."""
+    def use(edits):
+        target = rules_copy(tmp_path, edits)
+        monkeypatch.setenv("SPYRE_RULES_PATH", str(target))
+        return target
+    return use
+
+
+def test_raise_the_auto_split_cap(policy):
+    """(8192, 64) + 1 at 8 KiB needs 128 tiles of host dim 0: over the cap of 64."""
+    ops = capture("rows8192", lambda a: a + 1, torch.randn(8192, 64, dtype=FP16))
+    before = decisions(ops, max_span_bytes=8192)["buf0"]
+    assert before.decision == "unsupported"
+    policy({"limits.rules": [("const AUTO_SPLIT_CAP = 64;", "const AUTO_SPLIT_CAP = 256;")]})
+    after = decisions(ops, max_span_bytes=8192)["buf0"]
+    assert after.plan.splits == ((0, 128),)
+    assert_span_safe(ops[0], after.plan, 8192)
+
+
+def test_change_the_cost_order(policy):
+    """Most tiles first instead of fewest: x + y on (1, 20, 16, 64) at 8 KiB."""
+    ops = capture("add_small", lambda a, b: a + b, torch.randn(1, 20, 16, 64, dtype=FP16),
+                  torch.randn(1, 20, 16, 64, dtype=FP16))
+    assert decisions(ops, max_span_bytes=8192)["buf0"].plan.splits == ((1, 5),)
+    policy({"planner.rules": [
+        ("cost c: (product(c.counts), count(k > 1 for k in c.counts), max(c.counts), c.counts);",
+         "cost c: (-product(c.counts), c.counts);")]})
+    assert decisions(ops, max_span_bytes=8192)["buf0"].plan.splits == ((1, 20),)
+
+
+def test_drop_the_indirect_read_guard(policy):
+    ops = capture("gather", lambda x, i: x[i] + 1, torch.randn(8, 64, dtype=FP16),
+                  torch.tensor([1, 3, 5, 0]))
+    before = decisions(ops, max_span_bytes=64)["buf0"]
+    assert before.decision == "no plan" and "indirect" in before.reason
+    policy({"planner.rules": [(
+        '''  skip indirect_reads
+    when has_indirect_reads(op)
+    because "{op} reads through an indirect index; the indirect-access path owns it";
+''', "")]})
+    after = decisions(ops, max_span_bytes=64)["buf0"]
+    assert [s.rule for s in after.trace if s.section == "eligibility"] == []
+    # Planned now: splitting its 4 rows would cut the sticks of the int64 index it reads
+    legality = next(s for s in after.trace if s.section == "legality")
+    assert legality.values["rejected"] == ["2: input_sticks_whole", "4: input_sticks_whole"]
+    assert after.decision == "unsupported"
+    assert after.reason.startswith("Cannot auto-tile buf0: no legal split of host dims [0]")
+
+
+def test_let_a_reduction_join_a_pointwise_run(policy):
+    def reduction_reads_run(a):
+        c = a + 1
+        return c.sum(dim=-1), c
+
+    ops = capture("red_reads_run", reduction_reads_run, torch.randn(1, 20, 16, 64, dtype=FP16))
+    on = dict(max_span_bytes=8192, ignore_span_overflow_hints=False)
+    with without_hints(ops), config.patch(**on), pytest.raises(spyre_rules.Unsupported):
+        spyre_rules.span_overflow_groups(ops)
+    policy({"grouping.rules": [
+        ("join same_split\n    when is_pointwise(op) and run.is_open",
+         "join same_split\n    when run.is_open")]})
+    with without_hints(ops), config.patch(**on):
+        groups = spyre_rules.span_overflow_groups(ops)
+    assert [([o.get_name() for o in g], lv) for g, lv in groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+
+
+@pytest.mark.unsafe_plans
+def test_per_tile_only_validation_gives_the_seed_number(policy):
+    """Without the full-buffer requirement the policy is the seed's: x.sum(dim=0) on
+    (2, 20, 16, 64) at 8 KiB splits ((0, 10)) -- and the verifier shows why the
+    bundled policy does not: every tile's full-buffer write spans 40,960 bytes."""
+    ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
+    policy({"planner.rules": [(FULL_BUFFER_REQUIREMENT, "")]})
+    plan = decisions(ops, max_span_bytes=8192)["buf0"].plan
+    assert plan.splits == ((0, 10),)
+    assert plan.reason == "input span overflow for arg0_1; output span overflow"
+    problems = span_problems(by_name(ops, "buf0"), plan.splits, 8192)
+    assert problems == ["full-buffer write: device dim 0 (d1) tile () spans 40960 > 8192"]

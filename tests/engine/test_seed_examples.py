@@ -1,0 +1,411 @@
+"""Seed 000's examples 1-9 and its support matrix, on ops captured from real programs.
+
+Numbers are the SD ("single division") numbers of layout_model §6, plus one
+deliberate addition (architecture.md: an accepted plan must be span-safe for
+the code that actually runs): validation also requires each tile's write into
+the FULL output buffer to fit (``full_buffer_write_fits`` in rules/planner.rules).
+Every plan a test here produces is re-checked by the independent verifier
+(``helpers.assert_span_safe``: brute-force enumeration of the per-tile buffer and
+of every tile's full-buffer write).
+
+Loop symbols are Inductor's (``d0``, ``d1``...): size-1 dims are squeezed out of
+MemoryDeps, so in (1, 8195, 256, 64) ``d0`` iterates host dim 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+
+import spyre_rules
+from spyre_rules import Unsupported, config
+from spyre_rules.engine import plan_graph
+from spyre_rules.facts import op_facts as facts
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.hints import DimHint
+
+from helpers import (
+    FP16, assert_span_safe, by_name, capture, capture_without_running, span_problems,
+)
+
+MiB = 1 << 20
+LIMIT = 256 * MiB
+NO_LEGAL_SPLIT = ("Cannot auto-tile buf0: no legal split of host dims {dims}: every split count "
+                  "breaks exact division, stick alignment, the Reduction tile extent or the cap of 64")
+
+
+def decide(ops, name=None, **cfg):
+    """The decision of op ``name`` (default: the only/last op) under ``cfg``."""
+    with config.patch(**cfg):
+        decisions = {d.op: d for d in plan_graph(ops)}
+    return decisions[name] if name else list(decisions.values())[-1]
+
+
+def plan_of(ops, name=None, **cfg):
+    d = decide(ops, name, **cfg)
+    assert d.decision == "plan", d.reason
+    op = by_name(ops, d.op)
+    assert_span_safe(op, d.plan, cfg.get("max_span_bytes", LIMIT))
+    return d.plan
+
+
+def unsupported(ops, name=None, **cfg) -> str:
+    d = decide(ops, name, **cfg)
+    assert d.decision == "unsupported", (d.decision, d.reason)
+    return d.reason
+
+
+def emitted(decision):
+    return [s for s in decision.trace if s.section == "candidates" and s.outcome == "emit"]
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def add_8195():
+    x = torch.empty(1, 8195, 256, 64, dtype=FP16)
+    return capture("add_8195", lambda a, b: a + b, x, torch.empty_like(x))
+
+
+@pytest.fixture(scope="module")
+def sum0():
+    return capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
+
+
+@pytest.fixture(scope="module")
+def lm_head():
+    return capture("lm_head", lambda x, w: F.linear(x, w), torch.randn(2, 64, dtype=FP16),
+                   torch.randn(1024, 64, dtype=FP16))
+
+
+# ------------------------------------------------------------- 1. pointwise
+
+
+def test_1_pointwise_output_span_overflow(add_8195):
+    plan = plan_of(add_8195)
+    assert plan.splits == ((1, 5),)
+    assert plan.levels == (spyre_rules.SpanOverflowTileLevel(1, 5, False),)
+    assert plan.chunking_infos == (spyre_rules.ChunkingInfo(
+        total_bytes=268_533_760, per_core_span=268_533_760, core_split_estimate=1,
+        selected_device_dim_size=8195, selected_device_span_stride_elems=16384,
+        selected_host_dim=1, stick_elems=64, reason="output span overflow"),)
+    assert plan.reason == "output span overflow"
+    # the public entry point gives the same plan (inside the op's graph)
+    with add_8195.graph_context(0):
+        assert spyre_rules.plan_span_overflow_tile(add_8195[0], max_cores=4) == plan
+
+
+def test_1_per_tile_and_full_buffer_views_agree(add_8195):
+    """Tiling the outermost device coordinate: both views give 1639 * 16384 * 2."""
+    (op,) = add_8195
+    with add_8195.graph_context(0):
+        per_tile = facts.output_coords(op, {1: 5})[0]
+        full = facts.full_output_coords(op, {1: 5})[0]
+    assert per_tile.span_bytes == full.span_bytes == 53_706_752
+
+
+def test_no_plan_under_the_limit(add_8195):
+    d = decide(add_8195, max_span_bytes=512 * MiB)
+    assert (d.decision, d.plan, d.reason) == ("no plan", None, "no span exceeds the limit")
+
+
+# ---------------------------------------------------------- 2. indirect read
+
+
+def test_2_indirect_read_returns_none():
+    ops = capture("gather", lambda x, i: x[i] + 1, torch.randn(8, 64, dtype=FP16),
+                  torch.tensor([1, 3, 5, 0]))
+    d = decide(ops, "buf0", max_span_bytes=64)
+    assert (d.decision, d.plan) == ("no plan", None)
+    assert d.reason == "buf0 reads through an indirect index; the indirect-access path owns it"
+    assert [(s.section, s.rule, s.outcome) for s in d.trace] == [("eligibility", "indirect_reads", "skip")]
+
+
+# ------------------------------------------------------- 3. reduction output
+
+
+def test_3_reduction_output_span_overflow():
+    """x.sum(dim=1), x (20, 2, 16, 64), 8 KiB: out (20, 16, 64) is [16, 1, 20, 64];
+    its coordinate d1 spans 16 * 1280 * 2 = 40960 bytes (host dim 1), and so does
+    the input's (the reduction coordinate of x is skipped).  Host dim 1 (16) may
+    split 2, 4, 8 (16 would leave Reduction tiles of extent 1); 8 is the first
+    with 2 * 1280 * 2 = 5120 <= 8192 on both views."""
+    ops = capture("sum1", lambda x: x.sum(dim=1), torch.randn(20, 2, 16, 64, dtype=FP16))
+    d = decide(ops, max_span_bytes=8192)
+    assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
+        ("output_span", 1, 40960), ("input_span", 1, 40960)]
+    plan = plan_of(ops, max_span_bytes=8192)
+    assert plan.splits == ((1, 8),)
+    assert plan.reason == "input span overflow for arg0_1; output span overflow"
+
+
+# ------------------------------------------------ 4. reduction input by output
+
+
+def test_4_reduction_input_span_controlled_by_output_dim(sum0):
+    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB (layout_model §6.2).
+
+    Candidates as in the seed: output host 1 (40,960) and input host 0 (81,920,
+    from x's coordinate d0; the reduction coordinate is skipped).  The seed's
+    plan ((0, 10)) validates on the per-tile output buffer [16, 1, 2, 64] but a
+    Reduction's output is always read outside its (singleton) loop, so each tile
+    writes the full [16, 1, 20, 64] buffer, whose coordinate d1 still spans
+    16 * 1280 * 2 = 40,960 bytes: ((0, 10)) is not span-safe.  The cheapest
+    combination that is: ((0, 2), (1, 8)) -- input 10 * 2 * 128 * 2 = 5120,
+    full-buffer write 2 * 1280 * 2 = 5120 bytes.  (Dropping the full-buffer
+    requirement from the rules gives back ((0, 10)): test_policy_edits.py.)
+    """
+    d = decide(sum0, max_span_bytes=8192)
+    assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
+        ("output_span", 1, 40960), ("input_span", 0, 81920)]
+    plan = plan_of(sum0, max_span_bytes=8192)
+    assert plan.splits == ((0, 2), (1, 8))
+    assert plan.reason == "input span overflow for arg0_1; output span overflow"
+    assert [(c.selected_host_dim, c.per_core_span, c.reason) for c in plan.chunking_infos] == [
+        (1, 40960, "output span overflow"), (0, 81920, "input span overflow for arg0_1")]
+
+
+def test_4_seed_split_fails_only_on_the_full_buffer_write(sum0):
+    (op,) = sum0
+    with sum0.graph_context(0):
+        per_tile = facts.output_coords(op, {0: 10})
+        full = facts.full_output_coords(op, {0: 10})
+        assert max(c.span_bytes for c in per_tile if not c.is_stick) == 4096
+        assert full[0].expr == "d1" and full[0].span_bytes == 40960
+        # the independent verifier agrees: ((0, 10)) overflows only on the full-buffer write
+        problems = span_problems(op, ((0, 10),), 8192)
+    assert problems and all(p.startswith("full-buffer write: device dim 0 (d1)") for p in problems)
+
+
+# ------------------------------------------------------------- 5. LM head
+
+
+def test_5_lm_head_plans(lm_head):
+    """buf1: restickified weight [16, 64, 64] (stick on N); buf0: the BMM reading it
+    as [floor(n/64), k, Mod(n/64)].  SD: 131072 / k <= limit (layout_model §6.3)."""
+    assert [op.get_name() for op in lm_head] == ["buf1", "buf0"]
+    assert plan_of(lm_head, "buf1", max_span_bytes=8192).splits == ((0, 16),)
+    bmm = plan_of(lm_head, "buf0", max_span_bytes=8192)
+    assert bmm.splits == ((1, 16),)
+    assert bmm.reason == "input span overflow for buf1"
+    # the seed's restickify count 4 is the SD answer at 32 KiB
+    assert plan_of(lm_head, "buf1", max_span_bytes=32768).splits == ((0, 4),)
+    assert plan_of(lm_head, "buf0", max_span_bytes=32768).splits == ((1, 4),)
+
+
+def test_5_lm_head_groups_fail_safe(lm_head):
+    from helpers import without_hints
+
+    with without_hints(lm_head), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
+        with pytest.raises(Unsupported) as info:
+            spyre_rules.span_overflow_groups(lm_head)
+    assert str(info.value) == (
+        "Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of an open "
+        "run it cannot share a loop with")
+
+
+def test_5_bmm_k_controlled_span_is_skipped():
+    """F.linear(x[2, 8192], W[1024, 8192]) at 16 KiB: the BMM reads x as
+    [floor(k/64), m, Mod(k, 64)] -- 128 * 128 * 2 = 32,768 bytes over the limit but
+    driven by k, the reduction symbol; no candidate comes from it."""
+    ops = capture("lm_k", lambda x, w: F.linear(x, w), torch.randn(2, 8192, dtype=FP16),
+                  torch.randn(1024, 8192, dtype=FP16))
+    bmm = by_name(ops, "buf0")
+    with ops.graph_context(0):
+        (k,) = facts.reduction_symbols(bmm)
+        x_read = next(r for r in facts.input_reads(bmm) if r.buffer == "arg0_1")
+        k_coord = facts.read_coords(bmm, x_read, ())[0]
+    assert k_coord.symbols == {k} and k_coord.span_bytes == 32768
+    d = decide(ops, "buf0", max_span_bytes=16384)
+    assert {s.values["r"].buffer for s in emitted(d)} == {"buf1"}
+
+
+# ------------------------------------------------------------ 6. multi-level
+
+
+def test_6_multi_level_plan_is_sorted_by_host_dim(sum0):
+    plan = plan_of(sum0, max_span_bytes=8192)
+    assert [lv.selected_host_dim for lv in plan.levels] == [0, 1]
+    assert all(lv.is_reduction is False for lv in plan.levels)
+
+
+@pytest.fixture(scope="module")
+def huge():
+    """x + 1 on (4096, 4096, 4096, 64) fp16 (2^39 bytes): lowered, never run."""
+    return capture_without_running(lambda a: a.expand(4096, 4096, 4096, 64) + 1,
+                                   torch.randn(1, 1, 1, 64, dtype=FP16))
+
+
+def test_6_layout_model_6_4_is_unsupported_under_single_division(huge):
+    """layout_model §6.4.  Candidates: host 1 (2^43 bytes, needs 2^15) and host 2
+    (2^31, needs 8); legal splits of both are 1..64 (the auto cap), 49 combinations.
+    The reference accepts (64, 8) only by dividing twice.  Dividing once, the
+    per-tile buffer [64, 512, 1, 4096, 64] still spans 2^34 bytes on dim 0 for
+    (64, 8), and every combination leaves some span over 256 MiB -- so the policy
+    raises Unsupported rather than emit an unsafe plan."""
+    d = decide(huge, max_span_bytes=LIMIT, sencores=1)
+    assert d.reason == (
+        "Cannot auto-tile buf0: no combined split among host dims [1, 2] keeps every span "
+        f"within {LIMIT} bytes after trying at most 48 combinations")
+    assert [(s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
+        (1, 2**43), (2, 2**31)]
+
+
+def test_6_full_buffer_and_per_tile_views_differ(huge):
+    """For split (64, 8) the per-tile buffer spans 2^34 bytes on device dim 0; each
+    tile's write into the full buffer spans 64 * 2^30 * 2 = 2^37 bytes."""
+    (op,) = huge
+    with huge.graph_context(0):
+        per_tile = facts.output_coords(op, {1: 64, 2: 8})
+        full = facts.full_output_coords(op, {1: 64, 2: 8})
+    assert per_tile[0].span_bytes == 2**34
+    assert full[0].span_bytes == 2**37
+    assert [c.expr for c in full] == ["d1", "d2", "0", "d0", "d3"]
+
+
+# --------------------------------------------------------- 7. stick alignment
+
+
+def test_7_output_stick_alignment_rejects_every_split():
+    """(8192, 49159) + 1: device [769, 8192, 64]; the overflowing coordinate is the
+    stick tile count of host dim 1 (the within-stick dim).  49159 = 11 * 41 * 109:
+    11 and 41 leave tiles that are not whole sticks, the other divisors are over the
+    cap (layout_model §6.5 lists only 11, 4469, 49159: 41 and 109 are divisors too).
+    Only 1 is legal."""
+    ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
+    d = decide(ops)
+    legal = next(s for s in d.trace if s.section == "legality")
+    assert legal.values["legal"] == [1]
+    assert legal.values["rejected"] == [
+        "11: output_sticks_whole", "41: output_sticks_whole", "109: auto_split_cap",
+        "451: auto_split_cap", "1199: auto_split_cap", "4469: auto_split_cap",
+        "49159: auto_split_cap"]
+    assert d.reason == NO_LEGAL_SPLIT.format(dims=[1])
+
+
+def test_7_input_stick_alignment():
+    """x.t() + y: the backend restickifies x (buf1); splitting its host dim 1 (256)
+    keeps its own sticks whole but 8 or more tiles would cut the sticks of the input
+    it reads (the transposed x, 192 rows... 256 / 8 = 32 elements per tile)."""
+    ops = capture("transposed", lambda x, y: x.t() + y, torch.randn(192, 256, dtype=FP16),
+                  torch.randn(256, 192, dtype=FP16))
+    d = decide(ops, "buf1", max_span_bytes=8192)
+    legality = {s.values["dim"]: s.values for s in d.trace if s.section == "legality"}
+    assert legality[1]["legal"] == [1, 2, 4]
+    assert legality[1]["rejected"][:4] == [
+        "8: input_sticks_whole", "16: input_sticks_whole", "32: input_sticks_whole",
+        "64: input_sticks_whole"]
+    assert legality[0]["legal"] == [1, 3]  # 192 = 3 sticks of its own output
+
+
+# ---------------------------------------------------- 8. reduction-controlled
+
+
+def test_8_reduction_controlled_span_gives_no_candidate():
+    """x.sum(dim=-1), x (64, 8192), 64 KiB: x's coordinate floor(r/64) spans
+    128 * 64 * 64 * 2 = 1 MiB but r is the reduction symbol: skipped (future work:
+    reduction-range tiling), and nothing else overflows -> no plan."""
+    ops = capture("sum_last", lambda x: x.sum(dim=-1), torch.randn(64, 8192, dtype=FP16))
+    (op,) = ops
+    with ops.graph_context(0):
+        (r,) = facts.reduction_symbols(op)
+        (read,) = facts.input_reads(op)
+        coords = facts.read_coords(op, read, ())
+    over = [c for c in coords if not c.is_stick and c.span_bytes > 65536]
+    assert [(c.expr, c.span_bytes) for c in over] == [(f"floor({r}/64)", 1 * MiB)]
+    d = decide(ops, max_span_bytes=65536)
+    assert (d.decision, d.reason) == ("no plan", "no span exceeds the limit")
+    assert emitted(d) == []
+
+
+# ------------------------------------------------------- 9. joint coordinate
+
+
+def test_9_coordinate_jointly_controlled_by_two_output_symbols():
+    """x.view(2, 16, 128).sum(0), x (2, 2048): the read of x has the device
+    coordinate 2*d0 + floor(d1/64) (output dims 0 and 1 interleaved on one stride):
+    one candidate per contributing dim, both with the coordinate's joint span."""
+    ops = capture("joint", lambda x: x.view(2, 16, 128).sum(0), torch.randn(2, 2048, dtype=FP16))
+    d = decide(ops, max_span_bytes=4096)
+    cands = emitted(d)
+    assert [(s.values["host_dim"], s.values["span_bytes"], s.values["c"].expr) for s in cands] == [
+        (0, 8192, "2*d0 + floor(d1/64)"), (1, 8192, "2*d0 + floor(d1/64)")]
+    assert plan_of(ops, max_span_bytes=4096).splits == ((0, 2),)
+
+
+# -------------------------------------------------------- the support matrix
+
+
+def test_scalar_reduction_returns_none():
+    ops = capture("scalar", lambda x: x.sum(), torch.randn(8, 64, dtype=FP16))
+    d = decide(ops, max_span_bytes=64)
+    assert (d.decision, d.reason) == ("no plan", "buf0 is a scalar/full reduction")
+
+
+def test_more_than_three_overflowing_host_dims_is_unsupported():
+    ops = capture("rank5", lambda a: a + 1, torch.randn(2, 2, 2, 2, 64, dtype=FP16))
+    assert unsupported(ops, max_span_bytes=128) == (
+        "Cannot auto-tile buf0: host dims [1, 2, 3, 0] overflow, more than the bounded "
+        "search limit of 3")
+
+
+def test_no_legal_divisor_17():
+    """(1, 17, 16, 64) at 32 KiB (layout_model §6.5): span 17 * 1024 * 2 = 34,816.
+    Pointwise may split 17 ways (tiles of extent 1 are fine); a Reduction may not,
+    so its only legal split is 1 -> Unsupported."""
+    pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))
+    assert plan_of(pw, max_span_bytes=32768).splits == ((1, 17),)
+    red = capture("red17", lambda x: x.sum(dim=0), torch.randn(2, 1, 17, 16, 64, dtype=FP16))
+    assert unsupported(red, max_span_bytes=32768) == NO_LEGAL_SPLIT.format(dims=[1])
+
+
+def test_user_hinted_op_is_skipped(add_8195):
+    (op,) = add_8195
+    op.dim_hints = [DimHint(["H"], 5, sympy.Symbol("d0"), False, 0, 1)]
+    try:
+        d = decide(add_8195)
+    finally:
+        op.dim_hints = None
+    assert (d.decision, d.reason) == ("no plan", "buf0 carries user spyre_hint dims; manual hints win")
+
+
+def test_symbolic_layout_returns_none():
+    """Dynamic shapes never reach the planner through this backend, so the layout is
+    made symbolic by hand: a size that is a symbol, not an integer."""
+    ops = spyre_rules.capture_operations(lambda a: a + 1, torch.randn(8, 64, dtype=FP16))
+    (op,) = ops
+    lay = op.layout
+    op.layout = FixedTiledLayout(lay.device, lay.dtype, [sympy.Symbol("s0"), 64], [64, 1],
+                                 device_layout=lay.device_layout)
+    d = decide(ops, max_span_bytes=64)
+    assert (d.decision, d.reason) == (
+        "no plan", "buf0 has symbolic layout metadata; exact divisors and post-tile layouts need "
+        "concrete sizes")
+
+
+def test_non_fixed_tiled_layout_returns_none():
+    """A mutation/copy-back layout (the backend refuses in-place programs, so the
+    layout is swapped by hand): not a FixedTiledLayout -> no plan."""
+    from torch._inductor import ir
+
+    ops = spyre_rules.capture_operations(lambda a: a + 1, torch.randn(8, 64, dtype=FP16))
+    (op,) = ops
+    lay = op.layout
+    op.layout = ir.FixedLayout(lay.device, lay.dtype, lay.size, lay.stride)
+    d = decide(ops, max_span_bytes=64)
+    assert (d.decision, d.reason) == (
+        "no plan", "buf0 has no FixedTiledLayout (for example a mutation/copy-back layout)")
+
+
+def test_non_computed_buffer_returns_none(add_8195):
+    graph = add_8195.graphs[0]
+    with add_8195.graph_context(0):
+        assert spyre_rules.plan_span_overflow_tile(graph.graph_inputs["arg0_1"]) is None
+
+
+def test_planning_needs_the_graph(add_8195):
+    with pytest.raises(RuntimeError, match="needs its Inductor graph"):
+        spyre_rules.plan_span_overflow_tile(add_8195[0])

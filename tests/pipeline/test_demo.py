@@ -1,0 +1,114 @@
+"""``spyre-rules demo`` end to end (a subprocess, like a user runs it) and plan.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline_helpers import h, run_auto
+
+PLAN_LINES = """\
+plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; then the rule that decided
+  buf0  pointwise      plan     (1, 10)  output span overflow
+        rule grouping.new_run: buf0 opens a new run with split {1: 10}
+  buf1  pointwise      plan     (1, 10)  output span overflow
+        rule grouping.same_split: buf1 has the same split as the open run
+  buf2  pointwise      plan     (1, 10)  output span overflow
+        rule grouping.same_split: buf2 has the same split as the open run
+  buf3  pointwise      plan     (1, 10)  output span overflow
+        rule grouping.same_split: buf3 has the same split as the open run
+  buf6  copy           buf6 (copy of the buf3 tile into a full buffer)
+  buf4  pointwise      plan     (1, 10)  output span overflow
+        rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and sufficient for buf4
+  buf5  reduction:sum  no plan  -        no span exceeds the limit
+        rule candidates.none: no span exceeds the limit
+"""
+
+
+def demo(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "spyre_rules", "demo", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("demo")
+    return cwd, demo(cwd=cwd)
+
+
+def test_demo_prints_the_plan_and_passes(demo_run):
+    cwd, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert out.startswith(
+        "model gated_residual: inputs (1, 40, 16, 64) float16, (1, 40, 16, 64) float16\n"
+        "max_span_bytes 8192 (demo limit; the hardware's 268435456 needs multi-GB tensors), "
+        "sencores 4, automatic tiling on\n\n")
+    assert PLAN_LINES in out
+    assert ('kernel sdsc_sigmoid_mul_relu_add_copy_0: [{"loop": 10, "body": '
+            '["sigmoid", "mul", "relu", "add", "copy", "mul"]}]\n'
+            'kernel sdsc_sum_1: ["sum"]\n') in out
+    folder = (Path(cwd) / "spyre_rules_out" / "graph_0").resolve()
+    assert (f"artifacts in spyre_rules_out/graph_0:\n"
+            "  wrapper.py, plan.json\n"
+            "  sdsc_sigmoid_mul_relu_add_copy_0/: 6 sdsc_N.json, bundle.mlir\n"
+            "  sdsc_sum_1/: 1 sdsc_N.json, bundle.mlir\n") in out
+    assert out.endswith(
+        "spans: every generated access fits 8192 bytes (independent verifier)\n"
+        "max |spyre - eager| = 0 (tolerance 0.002)\n"
+        "OK\n")
+    assert {p.name for p in folder.iterdir()} == {
+        "wrapper.py", "plan.json", "sdsc_sigmoid_mul_relu_add_copy_0", "sdsc_sum_1"}
+    assert "LoopSpec(" in (folder / "wrapper.py").read_text()
+    assert "scf.for" in (folder / "sdsc_sigmoid_mul_relu_add_copy_0" / "bundle.mlir").read_text()
+
+
+def test_demo_json_names_the_folder_and_error(tmp_path):
+    proc = demo("--model", "seed_add", "--out", "arts", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["model"], report["max_span_bytes"], report["ok"]) == ("seed_add", 8192, True)
+    assert report["max_error"] == 0.0 and report["span_violations"] == []
+    (graph,) = report["graphs"]
+    assert graph["folder"] == "arts/graph_0"
+    assert graph["ops"] == [{
+        "op": "buf0", "kind": "pointwise", "description": "buf0 (aten ops: add.Tensor)",
+        "decision": "plan", "levels": [[1, 5]], "reason": "output span overflow",
+        "rule": "grouping.new_run", "rule_message": "buf0 opens a new run with split {1: 5}"}]
+    assert report["kernels"] == [{"name": "sdsc_add_0", "program": [{"loop": 5, "body": ["add"]}]}]
+
+
+def test_demo_fails_when_the_limit_cannot_be_met(tmp_path, capsys):
+    """At 1024 bytes one row of the seed add (2,048 bytes) already overflows: no split helps."""
+    from spyre_rules.cli import main
+
+    assert main(["demo", "--model", "seed_add", "--max-span-bytes", "1024",
+                 "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "compile error: spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined "
+        "split among host dims [1, 2] keeps every span within 1024 bytes after trying at most "
+        "29 combinations\nFAILED\n")
+
+
+def test_plan_json_in_the_dump_dir(tmp_path):
+    run_auto(lambda a, b: (a + b) * 2, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1),
+             dump_dir=str(tmp_path))
+    plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
+    ops = plan["ops"]
+    assert [r["op"] for r in ops] == ["buf0", "buf1"]
+    for r, rule in zip(ops, ["grouping.new_run", "grouping.same_split"]):
+        assert (r["decision"], r["source"], r["levels"], r["own_plan"], r["reason"], r["rule"]) == (
+            "plan", "automatic", [[1, 5]], [[1, 5]], "output span overflow", rule)
+        assert r["loop"]["loop_count"] == [5]
+        assert r["rule_trace"][0] == {
+            "section": "candidates", "rule": "output_span", "outcome": "emit",
+            "message": "output span overflow", "values": r["rule_trace"][0]["values"]}
+        assert r["rule_trace"][0]["values"]["span_bytes"] == "40960"
+    assert ops[0]["loop"]["propagation"] == "loop-internal"
+    assert ops[1]["loop"]["propagation"] == "writes full buffer"
+    assert ops[0]["layout"]["device_size"] == [4, 16, 1, 1, 64]

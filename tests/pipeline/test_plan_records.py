@@ -1,0 +1,155 @@
+"""The pipeline pass over captured programs: groups, tiling and plan records."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import spyre_rules
+from spyre_rules import Unsupported, config
+from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
+
+from pipeline_helpers import AUTO, FP16, capture_auto, h, records
+
+
+def add(a, b):
+    return a + b
+
+
+def sum0(a):
+    return a.sum(dim=0)
+
+
+def test_pass_runs_right_after_the_hint_pass(pipeline_pass):
+    from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
+    from spyre_rules.hints import assign_dim_hints
+    from spyre_rules.passes.tiling_propagation import apply_user_hint_tiling
+
+    assert PRE_SCHEDULING_PASSES[:2] == [assign_dim_hints, pipeline_pass.coarse_tiling_pass]
+    assert apply_user_hint_tiling not in PRE_SCHEDULING_PASSES
+
+
+def test_add_is_tiled_five_ways_on_host_dim_1():
+    ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1))
+    (op,) = ops
+    assert [int(r) for r in op.data.ranges] == [1, 4, 16, 64]
+    assert op.loop_count == [5] and op.loop_tiled_dims == [[1]]
+    record = records(ops)["buf0"]
+    assert record["decision"] == "plan"
+    assert record["source"] == "automatic"
+    assert record["levels"] == [[1, 5]]
+    assert record["own_plan"] == [[1, 5]]
+    assert record["reason"] == "output span overflow"
+    assert record["rule"] == "grouping.new_run"
+    assert record["hint_ids"] == [10000]
+    assert record["loop"] == {"loop_group_id": [0], "loop_count": [5],
+                              "loop_tiled_dims": [[1]], "propagation": "writes full buffer"}
+    rules = [(s["section"], s["rule"], s["outcome"]) for s in record["rule_trace"]]
+    assert rules == [
+        ("candidates", "output_span", "emit"),
+        ("search", "order", "dims"),
+        ("legality", "splits", "legal"),
+        ("search", "required", "splits"),
+        ("validation", "output_spans_fit", "fail"),
+        ("validation", "output_spans_fit", "fail"),
+        ("validation", "accepted", "accept"),
+        ("search", "plan", "plan"),
+        ("grouping", "new_run", "start"),
+    ]
+
+
+def test_sum_dim0_gets_the_span_safe_plan():
+    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The seed's ((0, 10)) leaves the write of
+    each tile into the full (20, 16, 64) output spanning 40,960 bytes, so the bundled
+    policy picks ((0, 2), (1, 8)) (tests/engine/test_seed_examples.py, test 4); the
+    seed's plan comes back when that requirement is dropped (test_end_to_end.py)."""
+    ops = capture_auto(sum0, h(2, 20, 16, 64))
+    (op,) = ops
+    record = records(ops)["buf0"]
+    assert (record["decision"], record["levels"], record["rule"]) == (
+        "plan", [[0, 2], [1, 8]], "grouping.own_group")
+    assert record["reason"] == "input span overflow for arg0_1; output span overflow"
+    assert op.loop_count == [2, 8] and op.loop_tiled_dims == [[0], [1]]
+    assert [int(r) for r in op.data.ranges] == [10, 2, 64]
+
+
+def test_seed_add_at_the_real_limit_plans_five_tiles_without_running_it():
+    """(1, 8195, 256, 64) fp16 at 256 MiB: span 268,533,760 B -> plan ((1, 5)).
+    Only captured (the executor would need ~1 GB of simulated memory)."""
+    x = torch.empty(1, 8195, 256, 64, dtype=FP16)
+    ops = capture_auto(add, x, x, max_span_bytes=256 * 1024 * 1024)
+    record = records(ops)["buf0"]
+    assert (record["decision"], record["levels"]) == ("plan", [[1, 5]])
+    step = next(s for s in record["rule_trace"] if s["rule"] == "output_span")
+    assert step["values"]["span_bytes"] == "268533760"
+    assert [int(r) for r in ops[0].data.ranges] == [1, 1639, 256, 64]
+
+
+def test_off_by_default_records_why():
+    torch._dynamo.reset()
+    with config.patch(max_span_bytes=8192):
+        ops = spyre_rules.capture_operations(add, h(1, 20, 16, 64), h(1, 20, 16, 64))
+    record = records(ops)["buf0"]
+    assert (record["decision"], record["levels"], record["rule_trace"]) == ("no plan", [], [])
+    assert record["reason"] == (
+        "automatic span-overflow tiling is off (config.ignore_span_overflow_hints)")
+    assert getattr(ops[0], "loop_group_id", None) is None
+
+
+def test_ignore_wsr_hints_also_turns_it_off():
+    ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64), ignore_wsr_hints=True)
+    assert records(ops)["buf0"]["reason"] == (
+        "automatic span-overflow tiling is off (config.ignore_wsr_hints)")
+    assert getattr(ops[0], "loop_group_id", None) is None
+
+
+def test_coarse_tiling_off_leaves_everything_alone():
+    ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64), coarse_tiling=False)
+    assert records(ops)["buf0"]["decision"] == "no plan"
+    assert getattr(ops[0], "loop_group_id", None) is None
+
+
+def test_small_op_has_no_plan_with_the_rule_that_said_so():
+    ops = capture_auto(add, h(1, 2, 16, 64), h(1, 2, 16, 64))
+    record = records(ops)["buf0"]
+    assert (record["decision"], record["levels"], record["source"]) == ("no plan", [], None)
+    assert record["rule"] == "candidates.none"
+    assert record["reason"] == "no span exceeds the limit"
+    assert [s["rule"] for s in record["rule_trace"]] == ["none", "no_plan"]
+
+
+def _hinted_and_free(x, y):
+    with spyre_hint(slices={"H": 4}):
+        a = x + 1
+    b = y * 2
+    return a, b
+
+
+def test_user_hint_wins_over_the_automatic_plan():
+    declare_tensor_dim("H", 20)
+    x, y = h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1)
+    name_tensor_dims(x, [None, "H", None, None])
+    ops = capture_auto(_hinted_and_free, x, y)
+    plan = records(ops)
+    assert (plan["buf0"]["decision"], plan["buf0"]["levels"]) == ("user hint", [[1, 4]])
+    assert plan["buf0"]["source"] == "user hint"
+    assert (plan["buf1"]["decision"], plan["buf1"]["levels"]) == ("plan", [[1, 5]])
+    assert [op.loop_count for op in ops] == [[4], [5]]
+    assert [op.loop_group_id for op in ops] == [(0,), (1,)]
+
+
+def lm_head(x, w):
+    return torch.nn.functional.linear(x, w)
+
+
+LM_HEAD_ERROR = ("Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of "
+                 "an open run it cannot share a loop with")
+
+
+def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
+    x, w = h(2, 64), h(1024, 64, seed=1)
+    torch._dynamo.reset()
+    with config.patch(**AUTO):
+        with pytest.raises(Unsupported) as info:
+            spyre_rules.capture_operations(lm_head, x, w)
+    assert str(info.value) == LM_HEAD_ERROR

@@ -1,0 +1,111 @@
+"""Clear errors of coarse tiling (exact messages), raised before anything is allocated."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+import types  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from tiling_helpers import run_spyre  # noqa: E402
+
+from spyre_rules.backend.capture import capture_operations  # noqa: E402
+from spyre_rules.hints import HintError, clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint  # noqa: E402
+from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
+from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
+from spyre_rules.scheduler import LoopGroupError, build_loop_scheduler_nodes  # noqa: E402
+
+
+def _root(exc, cls):
+    seen, todo = set(), [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, cls):
+            return cur
+        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
+    raise AssertionError(f"no {cls.__name__} in {exc!r}")
+
+
+def _capture(fn, *xs):
+    torch._dynamo.reset()
+    return capture_operations(fn, *xs)
+
+
+def test_hint_on_non_dividing_dim():
+    clear_tensor_dims()
+    declare_tensor_dim("A", 6)
+    declare_tensor_dim("B", 64)
+    a = name_tensor_dims(torch.randn(6, 64), ["A", "B"])
+
+    def f(a):
+        with spyre_hint(slices={"A": 4}):
+            return a + 1.0
+
+    with pytest.raises(Exception) as info:
+        run_spyre(f, a)
+    err = _root(info.value, HintError)
+    assert str(err) == (
+        "spyre_hint(slices={'A': 4}): count 4 does not divide dim 'A' (dim 0 of size 6) of "
+        "buf0 (aten ops: add.Tensor)"
+    )
+    clear_tensor_dims()
+
+
+def test_non_contiguous_group():
+    ops = _capture(lambda a: ((a + 1.0) * 2.0) - 3.0, torch.randn(8, 64))
+    graph = ops.graphs[0]
+    before = [op.get_name() for op in graph.operations]
+    with ops.graph_context(0), pytest.raises(CoarseTileError) as info:
+        tile_groups(graph, [([ops[0], ops[2]], 2)])
+    assert str(info.value) == (
+        "coarse_tile: group 0 ops ['buf0', 'buf2'] are not a contiguous slice of the "
+        "operations (['buf1'] sit between them)"
+    )
+    assert [op.get_name() for op in graph.operations] == before
+    assert all(getattr(op, "loop_group_id", None) is None for op in ops)
+
+
+def test_reduction_tiled_on_its_reduction_dim():
+    ops = _capture(lambda x: x.sum(dim=1), torch.randn(8, 64))
+    graph = ops.graphs[0]
+    with ops.graph_context(0), pytest.raises(CoarseTileError) as info:
+        tile_groups(graph, [([ops[0]], 2, [1])])
+    assert str(info.value) == (
+        "coarse_tile: group 0 level 0: cannot tile reduction buf0 (aten ops: sum.dim_IntList) on its "
+        "reduction dim 0 of size 64 by 2: accumulation across tiles is not supported"
+    )
+    assert list(ops[0].data.ranges) == [8] and not hasattr(ops[0], "loop_group_id")
+
+
+def _node(name, gid, count):
+    op = types.SimpleNamespace(loop_group_id=gid, loop_count=count)
+    node = types.SimpleNamespace(node=op, get_name=lambda: name)
+    node.get_nodes = lambda: [node]
+    return node
+
+
+def test_scheduler_rejects_non_contiguous_loop_group():
+    nodes = [_node("buf0", (0,), [2]), _node("buf1", None, None), _node("buf2", (0,), [2])]
+    with pytest.raises(LoopGroupError) as info:
+        build_loop_scheduler_nodes(nodes)
+    assert str(info.value) == (
+        "build_loop_scheduler_nodes: loop group (0,) is not contiguous: ['buf0'] and "
+        "['buf2'] are separated by ['buf1']"
+    )
+
+
+def test_scheduler_rejects_count_disagreement():
+    nodes = [_node("buf0", (0,), [2]), _node("buf1", (0,), [4])]
+    with pytest.raises(LoopGroupError) as info:
+        build_loop_scheduler_nodes(nodes)
+    assert str(info.value) == (
+        "build_loop_scheduler_nodes: loop group (0,) members disagree on the loop count at "
+        "depth 0: ['buf0'] count 2; ['buf1'] count 4"
+    )
