@@ -3,7 +3,7 @@
 One pre-scheduling pass, ``coarse_tiling_pass(graph)``, placed right after the hint
 pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring"):
 
-1. with ``config.coarse_tiling`` off it does nothing (every op stays "no plan");
+1. with ``config.coarse_tiling`` off it only records why every op has no plan;
 2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
    stamps its synthetic hints, so only user hints count;
 3. automatic groups, unless ``config.ignore_span_overflow_hints`` or
@@ -15,8 +15,14 @@ pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring
    by ``spyre_rules.passes.tiling_propagation``).
 
 Every ComputedBuffer's plan record (``graph_state(graph).plan``, written to
-``plan.json`` in the dump dir) gets the decision, the levels its loop runs, the
-reason, the deciding rule and the rule trace (:func:`record_decisions`).
+``plan.json`` in the dump dir, in execution order) gets (:func:`record_decisions`):
+``decision`` ("plan" / "no plan" / "user hint"), ``source`` ("automatic" / "user
+hint" / None), ``levels`` -- ``[[host_dim, tiles], ...]`` the op's loop really runs
+(a conforming op runs the open run's split, not ``own_plan``), ``own_plan`` (the
+planner's plan for the op alone), ``hint_ids``, ``reason``, ``rule`` and
+``rule_message`` (the rule that decided) and ``rule_trace`` (every rule that fired,
+planner then grouping).  ``tile_groups`` adds ``loop`` and the scratchpad planner
+``scratchpad``.
 
 An ``Unsupported`` from the planner or the grouping (e.g. "Cannot auto-tile buf0:
 it reads already auto-tiled producer(s) ['buf1'] ...") becomes ``UnsupportedGraph``
@@ -24,7 +30,9 @@ with the engine's message unchanged: the backend then raises it under
 ``fallback='error'`` or warns with it and runs the graph eagerly under
 ``fallback='eager'`` (backend/compile.py) -- never a silent fallback.
 
-Importing this module registers the pass (idempotent).  The scratchpad planner
+Importing this module (or :func:`register`) registers the pass in place of the
+user-hint-only pass of ``tiling_propagation``; ``spyre-rules demo`` does so.  The
+backend itself has to import it for plain ``torch.compile`` users.  The scratchpad planner
 (``passes/scratchpad.py``) runs inside this pass, after tiling, because it sizes
 per-tile buffers (seed 003: ``scratchpad_planning`` after coarse tiling).
 """
@@ -210,6 +218,7 @@ def _records_in_graph_order(graph: Any) -> None:
 def coarse_tiling_pass(graph: Any) -> None:
     """Pre-scheduling pass: collect and apply every coarse-tile group (module doc)."""
     if not config.coarse_tiling:
+        record_decisions(graph, [], None)
         return
     groups = collect_groups(graph)
     if groups:

@@ -67,14 +67,18 @@ def test_demo_prints_the_plan_and_passes(demo_run):
     assert "scf.for" in (folder / "sdsc_sigmoid_mul_relu_add_copy_0" / "bundle.mlir").read_text()
 
 
-def test_demo_json_names_the_folder_and_error(tmp_path):
-    proc = demo("--model", "seed_add", "--out", "arts", "--format", "json", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout)
+def test_demo_json_names_the_folder_and_error(tmp_path, capsys):
+    from spyre_rules.cli import main
+
+    out = tmp_path / "arts"
+    assert main(["demo", "--model", "seed_add", "--out", str(out), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert (report["model"], report["max_span_bytes"], report["ok"]) == ("seed_add", 8192, True)
     assert report["max_error"] == 0.0 and report["span_violations"] == []
     (graph,) = report["graphs"]
-    assert graph["folder"] == "arts/graph_0"
+    assert graph["folder"] == str(out / "graph_0")
+    assert graph["files"] == ["plan.json", "sdsc_add_0/bundle.mlir", "sdsc_add_0/sdsc_0.json",
+                              "wrapper.py"]
     assert graph["ops"] == [{
         "op": "buf0", "kind": "pointwise", "description": "buf0 (aten ops: add.Tensor)",
         "decision": "plan", "levels": [[1, 5]], "reason": "output span overflow",

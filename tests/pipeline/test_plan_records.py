@@ -105,7 +105,9 @@ def test_ignore_wsr_hints_also_turns_it_off():
 
 def test_coarse_tiling_off_leaves_everything_alone():
     ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64), coarse_tiling=False)
-    assert records(ops)["buf0"]["decision"] == "no plan"
+    record = records(ops)["buf0"]
+    assert (record["decision"], record["reason"]) == (
+        "no plan", "coarse tiling is off (config.coarse_tiling)")
     assert getattr(ops[0], "loop_group_id", None) is None
 
 
@@ -153,3 +155,20 @@ def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
         with pytest.raises(Unsupported) as info:
             spyre_rules.capture_operations(lm_head, x, w)
     assert str(info.value) == LM_HEAD_ERROR
+
+
+def _conform(a):
+    c = a + 1
+    d = c[:, :, :8, :] * 2
+    return c, d
+
+
+def test_conforming_op_runs_the_open_runs_split():
+    ops = capture_auto(_conform, h(1, 20, 16, 64))
+    record = records(ops)["buf1"]
+    assert (record["own_plan"], record["levels"], record["rule"]) == (
+        [[1, 4]], [[1, 5]], "grouping.to_open_run")
+    assert record["rule_message"] == (
+        "buf1 reads the open run and its split {1: 5} is legal and sufficient for buf1")
+    assert [op.get_name() for op in ops] == ["buf0", "buf2", "buf1"]  # buf2: buf0's full copy
+    assert list(records(ops)) == ["buf0", "buf2", "buf1"]
