@@ -385,7 +385,7 @@ class OpFacts:
         if isinstance(layout, FixedTiledLayout) and _static_layout(layout) and write is not None:
             splits = split_by_symbol(self.symbol_dims, key)
             records = _full_output_coord_records(
-                self.name, layout.device_layout, layout.dtype, write.index, write.ranges, splits
+                self.name, layout, layout.dtype, write.index, write.ranges, splits
             ) or []
         if self._settled():
             self._full_coords[key] = records
@@ -405,7 +405,7 @@ class OpFacts:
             else:
                 splits = split_by_symbol(self.symbol_dims, key)
                 records = input_coords(
-                    dep.name, layout.device_layout, layout.dtype, dep.index, dep.ranges, splits
+                    dep.name, layout, layout.dtype, dep.index, dep.ranges, splits
                 )
             self._read_coords[cache_key] = records if records else []
         return list(self._read_coords[cache_key])

@@ -45,7 +45,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.errors import CoordinateError, LayoutError
-from spyre_rules.facts.coordinates import device_coordinates, to_plain_sympy
+from spyre_rules.facts.coordinates import access_coordinates, device_coordinates, to_plain_sympy
 from spyre_rules.facts.records import Coord, TilingKey, as_int as _int, tiling_key
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.facts.stick_layout import (
@@ -390,9 +390,23 @@ def _split_spans(
     return spans
 
 
+def _access_coords(layout: Any, index: Any, ranges: Mapping[Any, Any]) -> tuple[Any, list]:
+    """Device coordinates of a buffer access and the device layout they index.
+
+    Given a FixedTiledLayout (host size/stride/offset known), compose host
+    coordinates with the layout's forward map (``access_coordinates``): exact
+    even for a view that walks several host dims across a padded stick.  A bare
+    SpyreTensorLayout has no host view, so §1.4 is applied to the flat index.
+    """
+    stl = getattr(layout, "device_layout", layout)
+    if stl is not layout and all(hasattr(layout, a) for a in ("size", "stride", "offset")):
+        return stl, access_coordinates(stl, layout.size, layout.stride, layout.offset, index, ranges)
+    return stl, device_coordinates(stl, index, ranges)
+
+
 def full_output_coords(
     buffer: str,
-    device_layout: SpyreTensorLayout,
+    device_layout: Any,  # FixedTiledLayout (exact for views) or SpyreTensorLayout
     dtype: Any,
     index: Any,
     ranges: Mapping[Any, Any],
@@ -417,7 +431,7 @@ def full_output_coords(
     except LayoutError as exc:
         return CannotRebuild(str(exc))
     try:
-        coords = device_coordinates(device_layout, index, ranges)
+        device_layout, coords = _access_coords(device_layout, index, ranges)
     except CoordinateError as exc:
         return CannotRebuild(f"full-buffer output coordinates of {buffer}: {exc}")
     ds = device_layout.device_size
@@ -446,7 +460,7 @@ def full_output_coords(
 
 def input_coords(
     buffer: str,
-    device_layout: SpyreTensorLayout,
+    device_layout: Any,  # FixedTiledLayout (exact for views) or SpyreTensorLayout
     dtype: Any,
     index: Any,
     ranges: Mapping[Any, Any],
@@ -471,7 +485,7 @@ def input_coords(
     except LayoutError as exc:
         return CannotRebuild(str(exc))
     try:
-        coords = device_coordinates(device_layout, index, ranges)
+        device_layout, coords = _access_coords(device_layout, index, ranges)
     except CoordinateError as exc:
         return CannotRebuild(f"input coordinates of {buffer}: {exc}")
     ds = device_layout.device_size
