@@ -314,3 +314,19 @@ def test_facts_asked_before_the_graph_is_set_are_retried():
         assert not facts.has_indirect_reads(op)
         assert facts.reduction_symbols(op) == {S("d3")}
         assert facts.has_output_coords(op, {})
+
+
+def test_read_coords_of_a_flattening_view_across_a_padded_stick():
+    """x.view(-1) + 1 on a [5, 37] fp32 input: one loop variable walks both host
+    dims, and the 37-wide stick dim is padded to 64 slots (two 32-element sticks)."""
+    import torch
+
+    import spyre_rules
+    from spyre_rules.facts import op_facts as F
+
+    ops = spyre_rules.capture_operations(lambda x: x.view(-1) + 1, torch.randn(5, 37))
+    with ops.graph_context(0):
+        op = [o for o in ops if F.is_computed_buffer(o)][-1]
+        (read,) = F.input_reads(op)
+        exprs = [c.expr for c in F.read_coords(op, read, {})]
+    assert exprs == ["floor((Mod(d0, 37))/32)", "floor(d0/37)", "Mod(Mod(d0, 37), 32)"]
