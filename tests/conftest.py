@@ -47,3 +47,41 @@ def snapshot(snapshot):
 @pytest.fixture
 def text_snapshot(snapshot):
     return snapshot.use_extension(TopLevelTextExtension)
+
+
+@pytest.fixture
+def capture():
+    """``capture_operations`` after a Dynamo reset (the backend binds input dim names)."""
+    import torch
+
+    from spyre_rules.backend.capture import capture_operations
+
+    def run(fn, *inputs):
+        torch._dynamo.reset()
+        return capture_operations(fn, *inputs)
+
+    return run
+
+
+@pytest.fixture
+def root_error():
+    """The first exception of type ``cls`` in the chain Dynamo/Inductor wrapped around it."""
+    from spyre_rules.backend.errors import find_cause
+
+    def find(exc, cls):
+        cause = find_cause(exc, cls)
+        if cause is None:
+            raise AssertionError(f"no {cls.__name__} in the chain of {exc!r}")
+        return cause
+
+    return find
+
+
+@pytest.fixture
+def fresh_dims():
+    """A clean registry of declared tensor dims around the test."""
+    from spyre_rules.hints import clear_tensor_dims
+
+    clear_tensor_dims()
+    yield
+    clear_tensor_dims()

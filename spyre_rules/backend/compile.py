@@ -23,7 +23,12 @@ from typing import Any
 import torch
 
 from spyre_rules import config
-from spyre_rules.backend.errors import BackendCompileError, UnsupportedGraph, find_unsupported
+from spyre_rules.backend.errors import (
+    BackendCompileError,
+    UnsupportedGraph,
+    find_cause,
+    find_unsupported,
+)
 
 __all__ = ["spyre_rules_backend", "precheck", "fallback"]
 
@@ -92,7 +97,7 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
                 bind_input_dim_names(example_inputs):
             compile_fx(gm, example_inputs, decompositions=decomposition_table())
     except Exception as exc:  # noqa: BLE001
-        if _caused_by(exc, CaptureComplete):
+        if find_cause(exc, CaptureComplete) is not None:
             return
         unsupported = find_unsupported(exc)
         if unsupported is not None:
@@ -112,17 +117,3 @@ def _quiet_inductor_error_log():
         yield
     finally:
         logger.setLevel(level)
-
-
-def _caused_by(exc: BaseException, cls: type) -> bool:
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        cur = todo.pop()
-        if cur is None or id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if isinstance(cur, cls):
-            return True
-        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
-    return False

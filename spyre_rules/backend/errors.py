@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from spyre_rules.errors import SpyreRulesError, Unsupported
 
-__all__ = ["UnsupportedGraph", "BackendCompileError", "find_unsupported"]
+__all__ = ["UnsupportedGraph", "BackendCompileError", "find_cause", "find_unsupported"]
 
 
 class UnsupportedGraph(Unsupported):
@@ -20,8 +20,8 @@ class BackendCompileError(SpyreRulesError, RuntimeError):
     """``config.fallback == 'error'`` and the graph cannot be compiled (names the reason)."""
 
 
-def find_unsupported(exc: BaseException) -> UnsupportedGraph | None:
-    """The UnsupportedGraph at the root of ``exc`` (Inductor wraps errors it sees)."""
+def find_cause(exc: BaseException, cls: type) -> BaseException | None:
+    """The first exception of type ``cls`` in the chain Dynamo/Inductor wrapped around ``exc``."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -29,9 +29,12 @@ def find_unsupported(exc: BaseException) -> UnsupportedGraph | None:
         if cur is None or id(cur) in seen:
             continue
         seen.add(id(cur))
-        if isinstance(cur, UnsupportedGraph):
+        if isinstance(cur, cls):
             return cur
-        todo.extend(
-            [getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__]
-        )
+        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
     return None
+
+
+def find_unsupported(exc: BaseException) -> UnsupportedGraph | None:
+    """The UnsupportedGraph at the root of ``exc`` (Inductor wraps errors it sees)."""
+    return find_cause(exc, UnsupportedGraph)  # type: ignore[return-value]

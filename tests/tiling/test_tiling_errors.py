@@ -14,28 +14,11 @@ import torch  # noqa: E402
 from tiling_helpers import run_spyre  # noqa: E402
 
 from spyre_rules.backend.capture import capture_operations  # noqa: E402
+from spyre_rules.backend.errors import find_cause  # noqa: E402
 from spyre_rules.hints import HintError, clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint  # noqa: E402
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
 from spyre_rules.scheduler import LoopGroupError, build_loop_scheduler_nodes  # noqa: E402
-
-
-def _root(exc, cls):
-    seen, todo = set(), [exc]
-    while todo:
-        cur = todo.pop()
-        if cur is None or id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if isinstance(cur, cls):
-            return cur
-        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
-    raise AssertionError(f"no {cls.__name__} in {exc!r}")
-
-
-def _capture(fn, *xs):
-    torch._dynamo.reset()
-    return capture_operations(fn, *xs)
 
 
 def test_hint_on_non_dividing_dim():
@@ -50,7 +33,7 @@ def test_hint_on_non_dividing_dim():
 
     with pytest.raises(Exception) as info:
         run_spyre(f, a)
-    err = _root(info.value, HintError)
+    err = find_cause(info.value, HintError)
     assert str(err) == (
         "spyre_hint(slices={'A': 4}): count 4 does not divide dim 'A' (dim 0 of size 6) of "
         "buf0 (aten ops: add.Tensor)"
@@ -59,7 +42,7 @@ def test_hint_on_non_dividing_dim():
 
 
 def test_non_contiguous_group():
-    ops = _capture(lambda a: ((a + 1.0) * 2.0) - 3.0, torch.randn(8, 64))
+    ops = capture_ops(lambda a: ((a + 1.0) * 2.0) - 3.0, torch.randn(8, 64))
     graph = ops.graphs[0]
     before = [op.get_name() for op in graph.operations]
     with ops.graph_context(0), pytest.raises(CoarseTileError) as info:
@@ -73,7 +56,7 @@ def test_non_contiguous_group():
 
 
 def test_reduction_tiled_on_its_reduction_dim():
-    ops = _capture(lambda x: x.sum(dim=1), torch.randn(8, 64))
+    ops = capture_ops(lambda x: x.sum(dim=1), torch.randn(8, 64))
     graph = ops.graphs[0]
     with ops.graph_context(0), pytest.raises(CoarseTileError) as info:
         tile_groups(graph, [([ops[0]], 2, [1])])
@@ -109,3 +92,8 @@ def test_scheduler_rejects_count_disagreement():
         "build_loop_scheduler_nodes: loop group (0,) members disagree on the loop count at "
         "depth 0: ['buf0'] count 2; ['buf1'] count 4"
     )
+
+
+def capture_ops(fn, *xs):
+    torch._dynamo.reset()
+    return capture_operations(fn, *xs)
