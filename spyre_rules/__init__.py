@@ -9,10 +9,10 @@ point, which torch consults when the name is first looked up.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any
 
+from spyre_rules._lazy import lazy_exports
 from spyre_rules.errors import Unsupported
 
 __version__ = "0.1.0"
@@ -26,7 +26,7 @@ _LAZY: dict[str, str] = {
     "name_tensor_dims": "spyre_rules.hints",
     "declare_tensor_dim": "spyre_rules.hints",
     # the package, not spyre_rules.passes.coarse_tile: a path ending in ".coarse_tile"
-    # would make the loader above return the module instead of the function.
+    # would make lazy_exports return the module instead of the function.
     "coarse_tile": "spyre_rules.passes",
     "plan_span_overflow_tile": "spyre_rules.engine",
     "span_overflow_groups": "spyre_rules.engine",
@@ -36,18 +36,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spyre_rules' has no attribute {name!r}")
-    mod = importlib.import_module(module)
-    value = mod if module.endswith("." + name) else getattr(mod, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = ["Unsupported", "__version__", *_LAZY]

@@ -7,8 +7,8 @@ so it (and its constructor helper) is loaded on first attribute access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from spyre_rules._lazy import lazy_exports
+
 
 from spyre_rules.facts.coordinates import device_coordinates, host_coordinates
 from spyre_rules.facts.stick_layout import (
@@ -32,17 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spyre_rules.layout' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

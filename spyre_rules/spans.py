@@ -6,8 +6,8 @@ tools must start fast); the verifier needs torch, so its names load on first use
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from spyre_rules._lazy import lazy_exports
+
 
 from spyre_rules.facts.spans import (
     DimSpan,
@@ -27,17 +27,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spyre_rules.spans' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

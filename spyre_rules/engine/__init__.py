@@ -13,8 +13,8 @@ Names load lazily (the engine imports torch; the language tools must not).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from spyre_rules._lazy import lazy_exports
+
 
 _LAZY = {
     "plan_span_overflow_tile": "spyre_rules.engine.api",
@@ -36,17 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spyre_rules.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = list(_LAZY)
