@@ -102,6 +102,14 @@ def _op_rows(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _graphs(out: Path, before_dirs: set[str]) -> list[dict[str, Any]]:
+    """The dump folders this run wrote: their plan rows and files."""
+    folders = sorted(p for p in out.iterdir() if p.is_dir() and p.name not in before_dirs)
+    return [{"folder": str(f), "ops": _op_rows(f),
+             "files": sorted(str(p.relative_to(f)) for p in f.rglob("*") if p.is_file())}
+            for f in folders]
+
+
 def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Path,
              tolerance: float) -> dict[str, Any]:
     """Compile, run and compare one demo model; the report (also used by tests)."""
@@ -139,14 +147,12 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
                                                            spyre_rules.Unsupported)):
             cause = cause.__cause__ or cause.__context__
         report["error"] = str(cause if cause is not None else exc).splitlines()[0]
+        report["graphs"] = _graphs(out, before_dirs)  # a refused graph still writes plan.json
         return report
     with torch.no_grad():
         expected = model(*inputs)
     kernels = [k for k in recent_kernels() if k.serial > before]
-    folders = sorted(p for p in out.iterdir() if p.is_dir() and p.name not in before_dirs)
-    report["graphs"] = [{"folder": str(f), "ops": _op_rows(f),
-                         "files": sorted(str(p.relative_to(f)) for p in f.rglob("*") if p.is_file())}
-                        for f in folders]
+    report["graphs"] = _graphs(out, before_dirs)
     report["kernels"] = [{"name": k.name, "program": _program_shape(k.specs)} for k in kernels]
     report["span_violations"] = _span_violations(kernels, limit)
     report["max_error"] = max(
@@ -183,10 +189,6 @@ def _text(report: dict[str, Any]) -> str:
         f"max_span_bytes {report['max_span_bytes']} (demo limit; the hardware's 268435456 "
         f"needs multi-GB tensors), sencores {report['sencores']}, automatic tiling on",
     ]
-    if "error" in report:
-        lines.append(f"compile error: {report['error']}")
-        lines.append("FAILED")
-        return "\n".join(lines)
     for graph in report["graphs"]:
         lines.append("")
         lines.append(f"plan ({Path(graph['folder']).name}): op, kind, decision, loop levels "
@@ -198,9 +200,16 @@ def _text(report: dict[str, Any]) -> str:
             lines.append(f"  {r['op']:5} {r['kind']:14} {r['decision']:8} "
                          f"{_levels(r['levels']):8} {r['reason']}")
             if r["rule"]:
-                message = f": {r['rule_message']}" if r["rule_message"] else ""
+                text = r["rule_message"]
+                message = f": {text}" if text and text != r["reason"] else ""
                 lines.append(f"  {'':5} rule {r['rule']}{message}")
     lines.append("")
+    if "error" in report:
+        for graph in report["graphs"]:
+            lines.append(f"artifacts in {graph['folder']}: {', '.join(graph['files'])}")
+        lines.append(f"compile error: {report['error']}")
+        lines.append("FAILED")
+        return "\n".join(lines)
     for k in report["kernels"]:
         lines.append(f"kernel {k['name']}: {json.dumps(k['program'])}")
     for graph in report["graphs"]:

@@ -25,8 +25,9 @@ planner then grouping).  ``tile_groups`` adds ``loop`` and the scratchpad planne
 ``scratchpad``.
 
 An ``Unsupported`` from the planner or the grouping (e.g. "Cannot auto-tile buf0:
-it reads already auto-tiled producer(s) ['buf1'] ...") becomes ``UnsupportedGraph``
-with the engine's message unchanged: the backend then raises it under
+it reads already auto-tiled producer(s) ['buf1'] ...") is recorded (every op's own
+decision plus ``graph_error``; with a dump dir, plan.json is written at once since
+no code follows) and becomes ``UnsupportedGraph`` with the engine's message unchanged: the backend then raises it under
 ``fallback='error'`` or warns with it and runs the graph eagerly under
 ``fallback='eager'`` (backend/compile.py) -- never a silent fallback.
 
@@ -47,10 +48,7 @@ from torch._inductor.virtualized import V
 from spyre_rules import config
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.pre_scheduling import (
-    PRE_SCHEDULING_PASSES,
-    register_pre_scheduling_pass,
-)
+from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
 
@@ -61,9 +59,9 @@ __all__ = [
     "collect_groups",
     "coarse_tiling_pass",
     "record_decisions",
+    "run_pipeline",
     "sort_groups",
     "register",
-    "unregister",
 ]
 
 #: ``source`` of a group in plan records.
@@ -181,6 +179,33 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
     }
 
 
+def _record_refusal(graph: Any, message: str) -> None:
+    """The graph is refused: record every op's own decision (``plan_graph`` never
+    raises; "unsupported" carries the planner's message) plus ``graph_error``, and
+    write them to the dump dir now -- no code will be generated for this graph, so
+    this plan.json is the only place that says why."""
+    from spyre_rules.codegen.dump import dump_graph
+    from spyre_rules.engine import plan_graph
+
+    with V.set_graph_handler(graph):
+        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+    state = graph_state(graph)
+    for name, record in state.plan.items():
+        d = decisions.get(name)
+        if d is not None:
+            last = d.trace[-1] if d.trace else None
+            record.update(
+                decision=d.decision,
+                levels=[list(s) for s in d.plan.splits] if d.plan is not None else [],
+                reason=d.reason,
+                rule=f"{last.section}.{last.rule}" if last is not None else None,
+                rule_message=last.message if last is not None else None,
+                rule_trace=[s.as_dict() for s in d.trace],
+            )
+        record["graph_error"] = message
+    dump_graph(graph, state)
+
+
 def collect_groups(graph: Any) -> list[Group]:
     """All coarse-tile groups of the graph, sorted; records every op's decision.
 
@@ -197,6 +222,7 @@ def collect_groups(graph: Any) -> list[Group]:
             with V.set_graph_handler(graph):
                 outcome = group_operations(operations)
         except Unsupported as err:
+            _record_refusal(graph, str(err))
             if isinstance(err, UnsupportedGraph):
                 raise
             raise UnsupportedGraph(str(err)) from err
@@ -216,7 +242,20 @@ def _records_in_graph_order(graph: Any) -> None:
 
 
 def coarse_tiling_pass(graph: Any) -> None:
-    """Pre-scheduling pass: collect and apply every coarse-tile group (module doc)."""
+    """Pre-scheduling pass: :func:`run_pipeline`, except under ``capture_operations``.
+
+    A capture returns the ops as the planners see them (hints stamped, nothing
+    tiled, no synthetic hints); callers run :func:`run_pipeline` on the captured graph themselves.
+    """
+    from spyre_rules.backend import pre_scheduling
+
+    if pre_scheduling._capture_sink is not None:
+        return
+    run_pipeline(graph)
+
+
+def run_pipeline(graph: Any) -> None:
+    """Collect and apply every coarse-tile group, then plan the scratchpad (module doc)."""
     if not config.coarse_tiling:
         record_decisions(graph, [], None)
         return
@@ -234,31 +273,14 @@ def coarse_tiling_pass(graph: Any) -> None:
 def register() -> None:
     """Register the pass right after ``assign_dim_hints`` (idempotent).
 
-    It takes the place of ``tiling_propagation.apply_user_hint_tiling`` (which
-    tiles user-hint groups only): this pass applies those groups too, merged
-    with the automatic ones, and two passes tiling the same group would fail.
+    It is the only pass that tiles: user-hint groups and automatic groups are
+    merged and applied together, so no group is tiled twice.
     """
-    from spyre_rules.passes import tiling_propagation  # registers its pass first
-
-    user_only = tiling_propagation.apply_user_hint_tiling
-    if user_only in PRE_SCHEDULING_PASSES:
-        PRE_SCHEDULING_PASSES.remove(user_only)
     if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
         PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
     index = PRE_SCHEDULING_PASSES.index(assign_dim_hints) + 1 \
         if assign_dim_hints in PRE_SCHEDULING_PASSES else 0
     PRE_SCHEDULING_PASSES.insert(index, coarse_tiling_pass)
-
-
-def unregister() -> None:
-    """Undo :func:`register` (restores the user-hint-only pass); for tests."""
-    from spyre_rules.passes import tiling_propagation
-
-    if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
-        index = PRE_SCHEDULING_PASSES.index(coarse_tiling_pass)
-        PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
-        if tiling_propagation.apply_user_hint_tiling not in PRE_SCHEDULING_PASSES:
-            PRE_SCHEDULING_PASSES.insert(index, tiling_propagation.apply_user_hint_tiling)
 
 
 register()

@@ -50,7 +50,6 @@ from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normali
 
 __all__ = [
     "COPY_KIND",
-    "apply_user_hint_tiling",
     "insert_tiling_propagation",
     "tile_groups",
 ]
@@ -239,30 +238,3 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 "propagation": what,
             }
     return done
-
-
-def apply_user_hint_tiling(graph: Any) -> None:
-    """Pre-scheduling pass: tile the ``spyre_hint`` groups (config.coarse_tiling).
-
-    Skipped under ``capture_operations``: a capture returns the ops as the
-    planners see them (hints stamped, nothing tiled yet), so callers can run
-    ``coarse_tile`` / ``tile_groups`` themselves.
-    """
-    from spyre_rules import config
-    from spyre_rules.backend import pre_scheduling
-    from spyre_rules.hints import hints_to_coarse_tile_groups
-
-    if not config.coarse_tiling or pre_scheduling._capture_sink is not None:
-        return
-    groups = hints_to_coarse_tile_groups(graph.operations)
-    if groups:
-        tile_groups(graph, groups)
-
-
-def _register() -> None:
-    from spyre_rules.backend.pre_scheduling import register_pre_scheduling_pass
-
-    register_pre_scheduling_pass(apply_user_hint_tiling)
-
-
-_register()

@@ -9,8 +9,10 @@ import torch
 
 import spyre_rules
 from spyre_rules import config
+from spyre_rules.backend.capture import CapturedOperations
 from spyre_rules.codegen.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.executor.runtime import recent_kernels
+from spyre_rules.passes import pipeline
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
@@ -52,10 +54,18 @@ def run_auto(fn, *inputs, fallback="error", **cfg):
 
 
 def capture_auto(fn, *inputs, **cfg):
-    """The ops after the pipeline pass (plan records in ``ops.state(0).plan``)."""
+    """The ops after the pipeline: captured (a capture skips the pass, like every
+    tiling pass), then ``run_pipeline`` on the captured graph under ``cfg``.
+    Plan records are in ``ops.state(0).plan``."""
     torch._dynamo.reset()
-    with config.patch(**{**AUTO, **cfg}):
-        return spyre_rules.capture_operations(fn, *inputs)
+    settings = {**AUTO, **cfg}
+    with config.patch(**settings):
+        captured = spyre_rules.capture_operations(fn, *inputs)
+        with captured.graph_context(0) as graph:
+            pipeline.run_pipeline(graph)
+    ops = CapturedOperations(graph.operations)
+    ops.graphs = captured.graphs
+    return ops
 
 
 def records(ops):

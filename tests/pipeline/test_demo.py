@@ -25,7 +25,7 @@ plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; then 
   buf4  pointwise      plan     (1, 10)  output span overflow
         rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and sufficient for buf4
   buf5  reduction:sum  no plan  -        no span exceeds the limit
-        rule candidates.none: no span exceeds the limit
+        rule candidates.none
 """
 
 
@@ -93,6 +93,11 @@ def test_demo_fails_when_the_limit_cannot_be_met(tmp_path, capsys):
     assert main(["demo", "--model", "seed_add", "--max-span-bytes", "1024",
                  "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
+    message = ("Cannot auto-tile buf0: no combined split among host dims [1, 2] keeps every "
+               "span within 1024 bytes after trying at most 29 combinations")
+    assert (f"  buf0  pointwise      unsupported -        {message}\n"
+            "        rule search.exhausted\n\n"
+            f"artifacts in {tmp_path}/graph_0: plan.json, wrapper.py\n") in out
     assert out.endswith(
         "compile error: spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined "
         "split among host dims [1, 2] keeps every span within 1024 bytes after trying at most "

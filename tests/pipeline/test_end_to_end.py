@@ -205,3 +205,21 @@ def test_default_config_compiles_without_loops():
         run = run_auto(add, x, y, ignore_span_overflow_hints=True)
     assert [shape(p) for p in run.programs] == [["add"]]
     assert isinstance(run.programs[0][0], OpSpec)
+
+
+def test_refused_graph_still_writes_plan_json(tmp_path):
+    import json
+
+    x, w = h(2, 64), h(1024, 64, seed=1)
+    with pytest.warns(UserWarning, match="Cannot auto-tile buf0"):
+        run_auto(lm_head, x, w, fallback="eager", dump_dir=str(tmp_path))
+    plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
+    ops = {r["op"]: r for r in plan["ops"]}
+    assert list(ops) == ["buf1", "buf0"]
+    assert {n: (r["decision"], r["levels"], r["graph_error"]) for n, r in ops.items()} == {
+        "buf1": ("plan", [[0, 16]], LM_HEAD_ERROR),
+        "buf0": ("plan", [[1, 16]], LM_HEAD_ERROR),
+    }
+    assert ops["buf0"]["reason"] == "input span overflow for buf1"
+    assert ops["buf0"]["rule_trace"][-1]["rule"] == "plan"
+    assert sorted(p.name for p in (tmp_path / "graph_0").iterdir()) == ["plan.json", "wrapper.py"]

@@ -23,10 +23,9 @@ def sum0(a):
 def test_pass_runs_right_after_the_hint_pass(pipeline_pass):
     from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
     from spyre_rules.hints import assign_dim_hints
-    from spyre_rules.passes.tiling_propagation import apply_user_hint_tiling
 
     assert PRE_SCHEDULING_PASSES[:2] == [assign_dim_hints, pipeline_pass.coarse_tiling_pass]
-    assert apply_user_hint_tiling not in PRE_SCHEDULING_PASSES
+    assert PRE_SCHEDULING_PASSES.count(pipeline_pass.coarse_tiling_pass) == 1
 
 
 def test_add_is_tiled_five_ways_on_host_dim_1():
@@ -85,10 +84,18 @@ def test_seed_add_at_the_real_limit_plans_five_tiles_without_running_it():
     assert [int(r) for r in ops[0].data.ranges] == [1, 1639, 256, 64]
 
 
-def test_off_by_default_records_why():
+def test_capture_alone_neither_plans_nor_tiles():
+    """capture_operations returns the ops as the planners see them (the pass is skipped)."""
     torch._dynamo.reset()
-    with config.patch(max_span_bytes=8192):
+    with config.patch(**AUTO):
         ops = spyre_rules.capture_operations(add, h(1, 20, 16, 64), h(1, 20, 16, 64))
+    assert records(ops)["buf0"]["decision"] == "no plan"
+    assert getattr(ops[0], "loop_group_id", None) is None
+    assert getattr(ops[0], "dim_hints", None) is None
+
+
+def test_off_by_default_records_why():
+    ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64), ignore_span_overflow_hints=True)
     record = records(ops)["buf0"]
     assert (record["decision"], record["levels"], record["rule_trace"]) == ("no plan", [], [])
     assert record["reason"] == (
@@ -150,10 +157,8 @@ LM_HEAD_ERROR = ("Cannot auto-tile buf0: it reads already auto-tiled producer(s)
 
 def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
     x, w = h(2, 64), h(1024, 64, seed=1)
-    torch._dynamo.reset()
-    with config.patch(**AUTO):
-        with pytest.raises(Unsupported) as info:
-            spyre_rules.capture_operations(lm_head, x, w)
+    with pytest.raises(Unsupported) as info:
+        capture_auto(lm_head, x, w)
     assert str(info.value) == LM_HEAD_ERROR
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import torch
+import json
 
-from pipeline_helpers import DEMO_LIMIT, assert_close, capture_auto, h, records, run_auto, span_violations
+from pipeline_helpers import DEMO_LIMIT, assert_close, h, run_auto, span_violations
 
 
 def chain3(a, b):
@@ -19,47 +19,51 @@ def residual(a):
     return u, t[:, :2].sum(dim=-1)  # small: no plan of its own
 
 
-def hbm_segments(ops):
-    return [s.name for s in ops.state(0).memory.segments.values()]
+def compiled_plan(fn, *inputs, tmp_path, **cfg):
+    """Compile and run ``fn`` with the dump dir on: plan.json's op records and HBM segments."""
+    run_auto(fn, *inputs, dump_dir=str(tmp_path), **cfg)
+    plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
+    ops = {r["op"]: r for r in plan["ops"]}
+    return ops, [s["name"] for s in plan["memory_map"]["segments"]]
 
 
-def test_loop_internal_buffers_get_lx_offsets():
-    ops = capture_auto(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1), lx_planning=True)
-    allocation = {op.get_name(): op.layout.allocation for op in ops}
+def allocations(ops):
+    return {name: r["layout"]["allocation"] for name, r in ops.items()}
+
+
+def test_loop_internal_buffers_get_lx_offsets(tmp_path):
+    ops, hbm = compiled_plan(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1),
+                             tmp_path=tmp_path, lx_planning=True)
     # per-tile [4, 16, 1, 1, 64] fp16 = 8192 bytes each, packed from offset 0
-    assert allocation["buf0"] == {"lx": 0}
-    assert allocation["buf1"] == {"lx": 8192}
-    assert list(allocation["buf2"]) == ["hbm"]
-    assert hbm_segments(ops) == ["arg0_1", "arg1_1", "buf2"]
-    plan = records(ops)
-    assert plan["buf0"]["scratchpad"] == {"lx": 0, "size_bytes": 8192}
-    assert plan["buf0"]["layout"]["allocation"] == {"lx": 0}
-    assert "scratchpad" not in plan["buf2"]
+    assert allocations(ops) == {"buf0": {"lx": 0}, "buf1": {"lx": 8192}, "buf2": {"hbm": 81920}}
+    assert hbm == ["arg0_1", "arg1_1", "buf2"]
+    assert ops["buf0"]["scratchpad"] == {"lx": 0, "size_bytes": 8192}
+    assert "scratchpad" not in ops["buf2"]
 
 
-def test_capacity_overflow_stays_in_hbm():
-    ops = capture_auto(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1), lx_planning=True,
-                       lx_capacity_bytes=12288)
-    allocation = {op.get_name(): op.layout.allocation for op in ops}
-    assert allocation["buf0"] == {"lx": 0}
-    assert list(allocation["buf1"]) == ["hbm"]
-    assert records(ops)["buf1"]["scratchpad"] == (
+def test_capacity_overflow_stays_in_hbm(tmp_path):
+    ops, hbm = compiled_plan(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1),
+                             tmp_path=tmp_path, lx_planning=True, lx_capacity_bytes=12288)
+    assert allocations(ops) == {"buf0": {"lx": 0}, "buf1": {"hbm": 81920},
+                                "buf2": {"hbm": 90112}}
+    assert ops["buf1"]["scratchpad"] == (
         "stays in HBM: 8192 bytes at LX offset 8192 exceed the 12288-byte capacity")
-    assert hbm_segments(ops) == ["arg0_1", "arg1_1", "buf1", "buf2"]
+    assert hbm == ["arg0_1", "arg1_1", "buf1", "buf2"]
 
 
-def test_off_by_default():
-    ops = capture_auto(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1))
-    assert all(list(op.layout.allocation) == ["hbm"] for op in ops)
+def test_off_by_default(tmp_path):
+    ops, hbm = compiled_plan(chain3, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1),
+                             tmp_path=tmp_path)
+    assert all(list(a) == ["hbm"] for a in allocations(ops).values())
+    assert hbm == ["arg0_1", "arg1_1", "buf0", "buf1", "buf2"]
 
 
-def test_buffer_read_after_its_loop_stays_in_hbm():
-    ops = capture_auto(residual, h(1, 20, 16, 64), lx_planning=True)
-    allocation = {op.get_name(): op.layout.allocation for op in ops}
+def test_buffer_read_after_its_loop_stays_in_hbm(tmp_path):
+    ops, _ = compiled_plan(residual, h(1, 20, 16, 64), tmp_path=tmp_path, lx_planning=True)
     # buf0's tile is read inside the loop only (its full copy serves the reader after it)
-    copy = next(op.get_name() for op in ops if getattr(op, "spyre_rules_kind", None) == "copy")
-    assert allocation["buf0"] == {"lx": 0}
-    assert list(allocation[copy]) == ["hbm"]
+    (copy,) = [name for name, r in ops.items() if r["kind"] == "copy"]
+    assert allocations(ops)["buf0"] == {"lx": 0}
+    assert list(allocations(ops)[copy]) == ["hbm"]
 
 
 def test_lx_programs_match_eager():
