@@ -469,9 +469,9 @@ def input_coords(
     """Coord records of a read of a full input buffer on the per-tile ranges.
 
     ``splits`` (from :func:`split_by_symbol`) divides each tiled symbol's range
-    once; reduction symbols are never in it.  ``inner_elems`` is the tile-aware
-    inner extent (§3.2): an inner coordinate counts ``min(its span, its size)``, a
-    constant one its full size.  A split that does not divide a symbol's range
+    once; reduction symbols are never in it.  ``inner_elems`` is the full inner
+    device extent ``prod(device_size[dim+1:])`` (see the comment below on why
+    not the reference's tile-aware extent).  A split that does not divide a symbol's range
     leaves the spans it touches unknown (None), never guessed.
 
     Tiles of a read are windows of the full buffer, so tile ``t`` reads the index
@@ -493,15 +493,14 @@ def input_coords(
     spans = _split_spans(coords, ranges, splits)
     out = []
     for d, coord in enumerate(coords):
-        inner: int | None = 1
-        for j in range(d + 1, len(ds)):
-            if not coords[j].free_symbols:
-                inner *= ds[j]
-            elif spans[j] is None:
-                inner = None
-                break
-            else:
-                inner *= min(spans[j], ds[j])
+        # One step of coordinate d moves the address by the whole inner extent,
+        # whatever the inner coordinates touch, so the span is measured over it
+        # (as for writes and as the verifier measures).  The reference's
+        # tile-aware inner extent (layout_model §3.2: min(span, size) per inner
+        # coordinate) under-measures the address range: for x.sum(dim=0) on
+        # (2, 20, 16, 64) split {0: 2, 1: 8} it gives 5,120 B where a tile's read
+        # of x really spans 40,960 B.
+        inner = math.prod(ds[d + 1 :])
         span = spans[d]
         out.append(
             Coord(

@@ -137,7 +137,7 @@ def test_user_hinted_op_itself_is_passed(chain):
 
 def test_reduction_gets_a_singleton_group():
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
-    assert groups_of(ops) == [(["buf0"], [(10000, sympy.Integer(2), False),
+    assert groups_of(ops) == [(["buf0"], [(10000, sympy.Integer(10), False),
                                           (10001, sympy.Integer(8), False)])]
 
 

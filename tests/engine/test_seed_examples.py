@@ -153,16 +153,18 @@ def test_4_reduction_input_span_controlled_by_output_dim(sum0):
     plan ((0, 10)) validates on the per-tile output buffer [16, 1, 2, 64] but a
     Reduction's output is always read outside its (singleton) loop, so each tile
     writes the full [16, 1, 20, 64] buffer, whose coordinate d1 still spans
-    16 * 1280 * 2 = 40,960 bytes: ((0, 10)) is not span-safe.  The cheapest
-    combination that is: ((0, 2), (1, 8)) -- input 10 * 2 * 128 * 2 = 5120,
-    full-buffer write 2 * 1280 * 2 = 5120 bytes.  (Dropping the full-buffer
-    requirement from the rules gives back ((0, 10)): test_policy_edits.py.)
+    16 * 1280 * 2 = 40,960 bytes: ((0, 10)) is not span-safe.  The input read
+    needs d0's range down to 2 (d0 steps over the whole inner extent of x:
+    2 * 2048 * 2 = 8192 bytes), the full-buffer write needs d1's down to 2
+    (2 * 1280 * 2 = 5120 bytes): the cheapest safe combination is
+    ((0, 10), (1, 8)).  (Dropping the full-buffer requirement from the rules
+    gives back ((0, 10)): test_policy_edits.py.)
     """
     d = decide(sum0, max_span_bytes=8192)
     assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         ("output_span", 1, 40960), ("input_span", 0, 81920)]
     plan = plan_of(sum0, max_span_bytes=8192)
-    assert plan.splits == ((0, 2), (1, 8))
+    assert plan.splits == ((0, 10), (1, 8))
     assert plan.reason == "input span overflow for arg0_1; output span overflow"
     assert [(c.selected_host_dim, c.per_core_span, c.reason) for c in plan.chunking_infos] == [
         (1, 40960, "output span overflow"), (0, 81920, "input span overflow for arg0_1")]

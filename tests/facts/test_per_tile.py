@@ -78,9 +78,8 @@ def check_input(records, coords, ds, ranges, tiles, itemsize) -> None:
     trues = [true_span(c, ranges, tiles) for c in coords]
     for rec, true in zip(records, trues, strict=True):
         assert rec.span_elems is not None and rec.span_elems >= true
-        inner = 1
-        for j in range(rec.dim + 1, len(ds)):
-            inner *= ds[j] if not sympy.sympify(coords[j]).free_symbols else min(trues[j], ds[j])
+        # a step of this coordinate moves the address over the whole inner extent
+        inner = math.prod(ds[rec.dim + 1 :])
         assert rec.inner_elems >= inner
         assert rec.span_bytes >= true * inner * itemsize
         assert (rec.span_elems, rec.inner_elems) == (true, inner)

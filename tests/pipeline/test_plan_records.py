@@ -60,16 +60,16 @@ def test_add_is_tiled_five_ways_on_host_dim_1():
 def test_sum_dim0_gets_the_span_safe_plan():
     """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The seed's ((0, 10)) leaves the write of
     each tile into the full (20, 16, 64) output spanning 40,960 bytes, so the bundled
-    policy picks ((0, 2), (1, 8)) (tests/engine/test_seed_examples.py, test 4); the
+    policy picks ((0, 10), (1, 8)) (tests/engine/test_seed_examples.py, test 4); the
     seed's plan comes back when that requirement is dropped (test_end_to_end.py)."""
     ops = capture_auto(sum0, h(2, 20, 16, 64))
     (op,) = ops
     record = records(ops)["buf0"]
     assert (record["decision"], record["levels"], record["rule"]) == (
-        "plan", [[0, 2], [1, 8]], "grouping.own_group")
+        "plan", [[0, 10], [1, 8]], "grouping.own_group")
     assert record["reason"] == "input span overflow for arg0_1; output span overflow"
-    assert op.loop_count == [2, 8] and op.loop_tiled_dims == [[0], [1]]
-    assert [int(r) for r in op.data.ranges] == [10, 2, 64]
+    assert op.loop_count == [10, 8] and op.loop_tiled_dims == [[0], [1]]
+    assert [int(r) for r in op.data.ranges] == [2, 2, 64]
 
 
 def test_seed_add_at_the_real_limit_plans_five_tiles_without_running_it():
