@@ -97,7 +97,7 @@ def _op_rows(folder: Path) -> list[dict[str, Any]]:
             "op": r["op"], "kind": r["kind"], "description": r["description"],
             "decision": r.get("decision"), "levels": r.get("levels") or [],
             "reason": r.get("reason"), "rule": r.get("rule"),
-            "rule_message": r.get("rule_message"),
+            "rule_message": r.get("rule_message"), "layout": r.get("layout"),
         })
     return rows
 
@@ -182,6 +182,14 @@ def _file_summary(files: list[str]) -> list[str]:
     return lines
 
 
+def _layout_text(layout: dict[str, Any]) -> str:
+    """Host size -> Spyre device layout (per tile for a tiled op) and its placement."""
+    place = ", ".join(f"{k} {v}" for k, v in (layout.get("allocation") or {}).items())
+    return (f"host {layout['size']} {layout['dtype']} -> device_size {layout['device_size']} "
+            f"stride_map {layout['stride_map']} {layout['device_dtype']}"
+            + (f" @ {place}" if place else ""))
+
+
 def _text(report: dict[str, Any]) -> str:
     inputs = ", ".join(f"{tuple(s)} {d}" for s, d in report["inputs"])
     lines = [
@@ -203,6 +211,8 @@ def _text(report: dict[str, Any]) -> str:
                 text = r["rule_message"]
                 message = f": {text}" if text and text != r["reason"] else ""
                 lines.append(f"  {'':5} rule {r['rule']}{message}")
+            if r.get("layout"):
+                lines.append(f"  {'':5} layout {_layout_text(r['layout'])}")
     lines.append("")
     if "error" in report:
         for graph in report["graphs"]:

@@ -15,17 +15,23 @@ PLAN_LINES = """\
 plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; then the rule that decided
   buf0  pointwise      plan     (1, 10)  output span overflow
         rule grouping.new_run: buf0 opens a new run with split {1: 10}
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 163840
   buf1  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf1 has the same split as the open run
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 172032
   buf2  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf2 has the same split as the open run
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 180224
   buf3  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf3 has the same split as the open run
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 188416
   buf6  copy           buf6 (copy of the buf3 tile into a full buffer)
   buf4  pointwise      plan     (1, 10)  output span overflow
         rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and sufficient for buf4
+        layout host [1, 40, 8, 64] float16 -> device_size [40, 8, 1, 1, 64] stride_map [512, 64, 64, -1, 1] SEN169_FP16 @ hbm 278528
   buf5  reduction:sum  no plan  -        no span exceeds the limit
         rule candidates.none
+        layout host [1, 2, 16] float16 -> device_size [2, 1, 1, 64] stride_map [16, 64, -1, 1] SEN169_FP16 @ hbm 319488
 """
 
 
@@ -82,7 +88,10 @@ def test_demo_json_names_the_folder_and_error(tmp_path, capsys):
     assert graph["ops"] == [{
         "op": "buf0", "kind": "pointwise", "description": "buf0 (aten ops: add.Tensor)",
         "decision": "plan", "levels": [[1, 5]], "reason": "output span overflow",
-        "rule": "grouping.new_run", "rule_message": "buf0 opens a new run with split {1: 5}"}]
+        "rule": "grouping.new_run", "rule_message": "buf0 opens a new run with split {1: 5}",
+        "layout": {"dtype": "float16", "size": [1, 20, 16, 64], "stride": [20480, 1024, 64, 1],
+                   "device_size": [20, 16, 1, 1, 64], "stride_map": [1024, 64, 64, -1, 1],
+                   "device_dtype": "SEN169_FP16", "allocation": {"hbm": 81920}}}]
     assert report["kernels"] == [{"name": "sdsc_add_0", "program": [{"loop": 5, "body": ["add"]}]}]
 
 
