@@ -45,8 +45,7 @@ from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.per_tile import (
     CannotRebuild,
     OutputView,
-    full_output_coords as _full_output_coord_records,
-    input_coords,
+    tile_access_coords,
     output_coords as _output_coord_records,
     per_tile_output,
     split_by_symbol,
@@ -374,7 +373,7 @@ class OpFacts:
         return _output_coord_records(self.name, view) if view else []
 
     def full_output_coords(self, tiling: Any = None) -> list[Coord]:
-        """One tile's write into the full output buffer (see ``per_tile.full_output_coords``);
+        """One tile's write into the full output buffer (see ``per_tile.tile_access_coords``);
         empty when it cannot be derived.  Cached per tiling."""
         key = tiling_key(tiling)
         cached = self._full_coords.get(key)
@@ -384,8 +383,9 @@ class OpFacts:
         records: Any = []
         if isinstance(layout, FixedTiledLayout) and _static_layout(layout) and write is not None:
             splits = split_by_symbol(self.symbol_dims, key)
-            records = _full_output_coord_records(
-                self.name, layout, layout.dtype, write.index, write.ranges, splits
+            records = tile_access_coords(
+                self.name, layout, layout.dtype, write.index, write.ranges, splits,
+                "full-buffer output",
             ) or []
         if self._settled():
             self._full_coords[key] = records
@@ -404,8 +404,8 @@ class OpFacts:
                 records: Any = []
             else:
                 splits = split_by_symbol(self.symbol_dims, key)
-                records = input_coords(
-                    dep.name, layout, layout.dtype, dep.index, dep.ranges, splits
+                records = tile_access_coords(
+                    dep.name, layout, layout.dtype, dep.index, dep.ranges, splits, "input"
                 )
             self._read_coords[cache_key] = records if records else []
         return list(self._read_coords[cache_key])

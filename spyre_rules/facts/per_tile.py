@@ -59,8 +59,7 @@ from spyre_rules.facts.stick_layout import (
 __all__ = [
     "CannotRebuild",
     "OutputView",
-    "full_output_coords",
-    "input_coords",
+    "tile_access_coords",
     "output_coords",
     "per_tile_layout",
     "per_tile_output",
@@ -404,37 +403,49 @@ def _access_coords(layout: Any, index: Any, ranges: Mapping[Any, Any]) -> tuple[
     return stl, device_coordinates(stl, index, ranges)
 
 
-def full_output_coords(
+def tile_access_coords(
     buffer: str,
-    device_layout: Any,  # FixedTiledLayout (exact for views) or SpyreTensorLayout
+    layout: Any,  # FixedTiledLayout (exact for views) or SpyreTensorLayout
     dtype: Any,
     index: Any,
     ranges: Mapping[Any, Any],
     splits: Mapping[Any, int],
+    what: str = "access",
 ) -> list[Coord] | CannotRebuild:
-    """Coord records of one tile's write into the op's FULL output buffer.
+    """Coord records of one tile's access to a FULL buffer: an input read, or the
+    write of a tiled op whose output is read outside its loop (coarse tiling's copy
+    op, or the op writing the full buffer directly).
 
-    A tiled op whose output is read outside its loop does not keep a per-tile
-    buffer: each tile writes its window of the full buffer (coarse tiling's copy
-    op, or the op writing the full buffer directly).  That write uses the op's
-    own (untiled) layout and write index; only the tiled symbols' ranges shrink,
-    divided once by ``splits`` (with the same shift-invariance rule as reads, so
-    the bound holds for every tile, not only tile 0).
+    The access keeps the buffer's layout and index; only the tiled symbols' ranges
+    shrink, each divided once by ``splits`` (from :func:`split_by_symbol`;
+    reduction symbols are never in it).  Tile ``t`` accesses the index at
+    ``s + t * R/k``, so a split is applied to a coordinate only if shifting by a
+    tile moves the coordinate by a constant (true for every stick-aligned split);
+    otherwise that symbol keeps its full range in that coordinate's bound, so the
+    bound holds for every tile, not only tile 0 (the reference bounds tile 0).  A
+    split that does not divide a symbol's range leaves the spans it touches
+    unknown (None), never guessed.
 
-    ``inner_elems = prod(device_size[dim+1:])`` as for any write: the span of a
-    coordinate covers every inner device dim of the full buffer, including the
-    parts other tiles write.  This is where the full-buffer view differs from the
-    per-tile view (layout_model §6.4: 2^37 vs 2^34 bytes for split (64, 8)).
+    ``inner_elems = prod(device_size[dim+1:])``: one step of a coordinate moves the
+    address over the whole inner extent, whatever the inner coordinates touch (as
+    the verifier measures).  Two consequences the reference misses:
+
+    * the full-buffer write of a tiled output differs from its per-tile buffer
+      where the tiled host dim is not the outermost device coordinate
+      (layout_model §6.4: 2^37 vs 2^34 bytes for split (64, 8));
+    * the reference's tile-aware input extent (§3.2: ``min(span, size)`` per inner
+      coordinate) under-measures a read: for ``x.sum(dim=0)`` on (2, 20, 16, 64)
+      split {0: 2, 1: 8} it gives 5,120 B where a tile's read of x spans 40,960 B.
     """
     try:
         itemsize = dtype_info(dtype).itemsize
     except LayoutError as exc:
         return CannotRebuild(str(exc))
     try:
-        device_layout, coords = _access_coords(device_layout, index, ranges)
+        stl, coords = _access_coords(layout, index, ranges)
     except CoordinateError as exc:
-        return CannotRebuild(f"full-buffer output coordinates of {buffer}: {exc}")
-    ds = device_layout.device_size
+        return CannotRebuild(f"{what} coordinates of {buffer}: {exc}")
+    ds = stl.device_size
     total = math.prod(ds) * itemsize
     spans = _split_spans(coords, ranges, splits)
     out = []
@@ -452,68 +463,7 @@ def full_output_coords(
                 inner_elems=inner,
                 span_bytes=None if span is None else span * inner * itemsize,
                 total_bytes=total,
-                stick_elems=device_layout.elems_per_stick,
-            )
-        )
-    return out
-
-
-def input_coords(
-    buffer: str,
-    device_layout: Any,  # FixedTiledLayout (exact for views) or SpyreTensorLayout
-    dtype: Any,
-    index: Any,
-    ranges: Mapping[Any, Any],
-    splits: Mapping[Any, int],
-) -> list[Coord] | CannotRebuild:
-    """Coord records of a read of a full input buffer on the per-tile ranges.
-
-    ``splits`` (from :func:`split_by_symbol`) divides each tiled symbol's range
-    once; reduction symbols are never in it.  ``inner_elems`` is the full inner
-    device extent ``prod(device_size[dim+1:])`` (see the comment below on why
-    not the reference's tile-aware extent).  A split that does not divide a symbol's range
-    leaves the spans it touches unknown (None), never guessed.
-
-    Tiles of a read are windows of the full buffer, so tile ``t`` reads the index
-    at ``s + t * R/k``.  The reference bounds only ``[0, R/k)``; that is tile 0.
-    Here a split is applied to a coordinate only if shifting by a tile moves the
-    coordinate by a constant (true for every stick-aligned split); otherwise that
-    symbol keeps its full range in that coordinate's bound.
-    """
-    try:
-        itemsize = dtype_info(dtype).itemsize
-    except LayoutError as exc:
-        return CannotRebuild(str(exc))
-    try:
-        device_layout, coords = _access_coords(device_layout, index, ranges)
-    except CoordinateError as exc:
-        return CannotRebuild(f"input coordinates of {buffer}: {exc}")
-    ds = device_layout.device_size
-    total = math.prod(ds) * itemsize
-    spans = _split_spans(coords, ranges, splits)
-    out = []
-    for d, coord in enumerate(coords):
-        # One step of coordinate d moves the address by the whole inner extent,
-        # whatever the inner coordinates touch, so the span is measured over it
-        # (as for writes and as the verifier measures).  The reference's
-        # tile-aware inner extent (layout_model §3.2: min(span, size) per inner
-        # coordinate) under-measures the address range: for x.sum(dim=0) on
-        # (2, 20, 16, 64) split {0: 2, 1: 8} it gives 5,120 B where a tile's read
-        # of x really spans 40,960 B.
-        inner = math.prod(ds[d + 1 :])
-        span = spans[d]
-        out.append(
-            Coord(
-                buffer=buffer,
-                dim=d,
-                is_stick=d == len(ds) - 1,
-                expr=_text(coord),
-                symbols=_loop_symbols(coord, ranges),
-                span_elems=span,
-                inner_elems=inner,
-                span_bytes=None if span is None or inner is None else span * inner * itemsize,
-                total_bytes=total,
-                stick_elems=device_layout.elems_per_stick,
+                stick_elems=stl.elems_per_stick,
             )
         )
     return out

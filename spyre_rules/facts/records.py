@@ -66,7 +66,7 @@ class Coord:
     ``span_elems`` is a sound upper bound on the number of values the coordinate
     takes over the (per-tile) ranges, or None when no bound is proven.
     ``inner_elems`` is what one step of it covers: ``prod(device_size[dim+1:])``
-    (reads and writes alike; see ``per_tile.input_coords`` for why not the
+    (reads and writes alike; see ``per_tile.tile_access_coords`` for why not the
     reference's tile-aware input extent).  ``span_bytes`` is their product times the host
     itemsize (None if either is None).  ``total_bytes`` is the whole device tensor
     the coordinates address (the per-tile tensor for a tiled output).

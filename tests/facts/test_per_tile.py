@@ -22,7 +22,7 @@ import spyre_rules
 from spyre_rules.facts import op_facts as facts
 from spyre_rules.facts.per_tile import (
     CannotRebuild,
-    input_coords,
+    tile_access_coords,
     output_coords,
     per_tile_layout,
     per_tile_output,
@@ -308,7 +308,7 @@ def test_misaligned_input_split_is_bounded_over_every_tile():
     d0, d1 = _sym("d0"), _sym("d1")
     stl = generic_stick_layout([4, 150], [150, 1], FP16)  # [3, 4, 64] / [64, 150, 1]
     index, ranges, tiles = 150 * d0 + d1, {d0: 4, d1: 150}, {d1: 3}
-    recs = input_coords("x", stl, FP16, index, ranges, tiles)
+    recs = tile_access_coords("x", stl, FP16, index, ranges, tiles)
     coords = [sympy.floor(d1 / 64), d0, sympy.Mod(d1, 64)]
     assert [r.expr for r in recs] == [str(c) for c in coords]
     assert coordinate_span_elems(coords[0], ranges, tiles) == 1  # tile 0 only
@@ -317,6 +317,6 @@ def test_misaligned_input_split_is_bounded_over_every_tile():
     for rec, coord in zip(recs, coords):
         assert rec.span_elems >= true_span(coord, ranges, tiles)
     # stick-aligned tiles keep the tight per-tile bound
-    aligned = input_coords("x", generic_stick_layout([4, 256], [256, 1], FP16),
+    aligned = tile_access_coords("x", generic_stick_layout([4, 256], [256, 1], FP16),
                            FP16, 256 * d0 + d1, {d0: 4, d1: 256}, {d1: 2})
     assert aligned[0].span_elems == 2 == true_span(sympy.floor(d1 / 64), {d1: 256}, {d1: 2})
