@@ -1,9 +1,9 @@
 """``spyre-rules`` command line: a thin dispatcher.
 
 Each subcommand lives in ``spyre_rules/commands/<module>.py`` and exposes
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Subcommand modules are imported only when chosen, so ``spyre-rules check``
-never pays for (or imports) torch.
+``add_arguments(parser)`` and ``run(args) -> int``; its one-line help is in
+``_HELP`` here.  Subcommand modules are imported only when chosen, so
+``spyre-rules check`` never pays for (or imports) torch.
 
 Exit codes: 0 success / clean, 1 diagnostics or a failed check, 2 usage or I/O error.
 """

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import sys
 
-HELP = "lint .rules files (defaults to the bundled rules/)"
-
 # Freeze the garbage collector before returning (the process exits next);
 # tests that call run() in-process turn this off.
 FREEZE_GC_AT_EXIT = True

@@ -32,8 +32,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "compile a bundled model with automatic tiling, write the artifacts, compare with eager"
-
 #: model name -> factory in spyre_rules.examples.span_overflow
 MODELS = {
     "gated_residual": "gated_residual_example",

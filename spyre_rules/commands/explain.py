@@ -24,8 +24,6 @@ import json
 import sys
 from typing import Any
 
-HELP = "explain the planner's decision for each op of an example or module:function"
-
 
 def _shape(text: str) -> tuple[int, ...]:
     try:

@@ -16,8 +16,6 @@ from typing import Any
 
 import sympy
 
-HELP = "print the Spyre device layout, coordinates and spans of a host shape"
-
 
 def _int_list(text: str) -> list[int]:
     try:
