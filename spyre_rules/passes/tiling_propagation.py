@@ -226,6 +226,7 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 full[op.get_name()] = snap
     coarse_tile(graph.operations, groups)
     done = insert_tiling_propagation(graph, groups, full)
+    _check_reads_stay_in_their_buffers(graph)
     state = graph_state(graph)
     for name, what in done.items():
         op = graph.get_buffer(name)
@@ -238,3 +239,42 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 "propagation": what,
             }
     return done
+
+
+def _check_reads_stay_in_their_buffers(graph: Any) -> None:
+    """Refuse, at compile time, a tiled op whose read indexes past the buffer it reads.
+
+    A consumer that reads a retiled buffer through a view (a transpose inside the
+    loop, say) keeps the view's pre-tiling strides, so its per-tile read would
+    address outside the per-tile buffer.  Re-indexing such reads is not
+    implemented; naming the op here beats an out-of-range address at run time.
+    """
+    from torch._inductor import ir
+    from torch._inductor.dependencies import MemoryDep
+
+    from spyre_rules.errors import CoordinateError
+    from spyre_rules.facts.coordinates import host_coordinates
+    from spyre_rules.spans import coordinate_span_elems
+
+    for op in graph.operations:
+        if getattr(op, "loop_group_id", None) is None or not isinstance(op, ir.ComputedBuffer):
+            continue
+        for dep in op.get_read_writes().reads:
+            if not isinstance(dep, MemoryDep):
+                continue
+            try:
+                layout = graph.get_buffer(dep.name).get_layout()
+                sizes = [int(v) for v in layout.size]
+                coords = host_coordinates(sizes, [int(v) for v in layout.stride],
+                                          dep.index - int(layout.offset), dep.ranges)
+            except (CoordinateError, AttributeError, TypeError, ValueError):
+                continue  # not measurable here; the executor still bounds-checks
+            for dim, (coord, size) in enumerate(zip(coords, sizes)):
+                span = coordinate_span_elems(coord, dict(dep.ranges))
+                if span is not None and span > size:
+                    raise CoarseTileError(
+                        f"{op.get_name()} reads {dep.name} (host size {sizes}) with index "
+                        f"{dep.index}: host dim {dim} takes {span} values over the tile; "
+                        f"coarse tiling cannot re-index a read of a tiled buffer through a "
+                        f"view (e.g. a transpose inside the loop)"
+                    )

@@ -41,6 +41,32 @@ def test_hint_on_non_dividing_dim():
     clear_tensor_dims()
 
 
+def test_transposed_read_of_a_tiled_buffer_is_refused_at_compile_time():
+    """A consumer reading a retiled buffer through a view keeps the view's pre-tiling
+    strides; coarse tiling cannot re-index it yet and says so before running."""
+    clear_tensor_dims()
+    declare_tensor_dim("A", 128)
+    declare_tensor_dim("B", 256)
+    a = name_tensor_dims(torch.randn(128, 256, dtype=torch.float16), ["A", "B"])
+    b = name_tensor_dims(torch.randn(128, 256, dtype=torch.float16), ["A", "B"])
+
+    def f(a, b):
+        with spyre_hint(slices={"A": 2}):
+            with spyre_hint(slices={"B": 2}):
+                y = a + b
+                return y.t() * 2.0
+
+    with pytest.raises(Exception) as info:
+        run_spyre(f, a, b)
+    err = find_cause(info.value, CoarseTileError)
+    assert str(err) == (
+        "buf1 reads buf2 (host size [64, 128]) with index d0 + 256*d1: host dim 0 takes 127 "
+        "values over the tile; coarse tiling cannot re-index a read of a tiled buffer "
+        "through a view (e.g. a transpose inside the loop)"
+    )
+    clear_tensor_dims()
+
+
 def test_non_contiguous_group():
     ops = capture_ops(lambda a: ((a + 1.0) * 2.0) - 3.0, torch.randn(8, 64))
     graph = ops.graphs[0]
