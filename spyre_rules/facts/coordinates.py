@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sympy
 
 from spyre_rules.errors import CoordinateError
+from spyre_rules.facts.records import as_int as _as_int
 
 __all__ = [
     "access_coordinates",
@@ -70,14 +70,6 @@ def to_plain_sympy(expr: Any) -> sympy.Expr:
 # --------------------------------------------------------------------------- pieces
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, sympy.Expr) and value.is_Integer:
-        return int(value)
-    return None
 
 
 def _positive_int(value: sympy.Expr) -> int | None:

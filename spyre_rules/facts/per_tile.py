@@ -314,14 +314,21 @@ def output_coords(buffer: str, view: OutputView) -> list[Coord]:
     (seed 000 "Span Calculation").  Stick and constant coordinates are included
     (marked by ``is_stick`` / empty ``symbols``); which ones matter is policy.
     """
-    stl = view.device_layout
-    ds = stl.device_size
     ranges = view.range_map
-    total = view.total_bytes
-    out = []
-    for d, coord in enumerate(view.coords):
+    spans = []
+    for coord in view.coords:
         bound = coordinate_span_bound(coord, ranges)
-        span = None if bound is None else bound.elems
+        spans.append(None if bound is None else bound.elems)
+    return _coord_records(buffer, view.device_layout, view.coords, spans, ranges,
+                          view.itemsize, view.total_bytes)
+
+
+def _coord_records(buffer: str, stl: Any, coords: list, spans: list, ranges: Mapping[Any, Any],
+                   itemsize: int, total: int) -> list[Coord]:
+    """One Coord per device dim; a step of a coordinate covers the whole inner extent."""
+    ds = stl.device_size
+    out = []
+    for d, (coord, span) in enumerate(zip(coords, spans)):
         inner = math.prod(ds[d + 1 :])
         out.append(
             Coord(
@@ -332,7 +339,7 @@ def output_coords(buffer: str, view: OutputView) -> list[Coord]:
                 symbols=_loop_symbols(coord, ranges),
                 span_elems=span,
                 inner_elems=inner,
-                span_bytes=None if span is None else span * inner * view.itemsize,
+                span_bytes=None if span is None else span * inner * itemsize,
                 total_bytes=total,
                 stick_elems=stl.elems_per_stick,
             )
@@ -445,25 +452,6 @@ def tile_access_coords(
         stl, coords = _access_coords(layout, index, ranges)
     except CoordinateError as exc:
         return CannotRebuild(f"{what} coordinates of {buffer}: {exc}")
-    ds = stl.device_size
-    total = math.prod(ds) * itemsize
+    total = math.prod(stl.device_size) * itemsize
     spans = _split_spans(coords, ranges, splits)
-    out = []
-    for d, coord in enumerate(coords):
-        span = spans[d]
-        inner = math.prod(ds[d + 1 :])
-        out.append(
-            Coord(
-                buffer=buffer,
-                dim=d,
-                is_stick=d == len(ds) - 1,
-                expr=_text(coord),
-                symbols=_loop_symbols(coord, ranges),
-                span_elems=span,
-                inner_elems=inner,
-                span_bytes=None if span is None else span * inner * itemsize,
-                total_bytes=total,
-                stick_elems=stl.elems_per_stick,
-            )
-        )
-    return out
+    return _coord_records(buffer, stl, coords, spans, ranges, itemsize, total)

@@ -27,39 +27,30 @@ class Type:
         return f"<type {self}>"
 
 
-class Prim(Type):
+class _Named(Type):
+    """A type that is just its name."""
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Prim(_Named):
     """int, bool or str."""
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-    def __str__(self) -> str:
-        return self.name
+    __slots__ = ()
 
 
-class Opaque(Type):
+class Opaque(_Named):
     """An `extern type` of the prelude (Op, Sym, Layout, Tiling)."""
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-    def __str__(self) -> str:
-        return self.name
+    __slots__ = ()
 
 
-class RecordT(Type):
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-    def __str__(self) -> str:
-        return self.name
+class RecordT(_Named):
+    __slots__ = ()
 
 
 class ListT(Type):
