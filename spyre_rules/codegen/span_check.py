@@ -241,13 +241,17 @@ def check_kernel(kernel: str, items: list[Any], limit: int) -> list[OpCheck]:
 
 
 def _planner_decision(record: dict[str, Any] | None, dim: DimCheck) -> str:
-    if dim.symbols and set(dim.symbols) <= set(dim.reduction_symbols):
-        return "reduction-controlled span: needs reduction-range tiling"
+    """What the planner decided for the op (its plan record), plus why no output
+    tiling can help when only reduction symbols move the coordinate."""
     if record is None:
-        return "the op has no plan record"
-    decision = record.get("decision", "no plan")
-    reason = record.get("reason")
-    return f"{decision}: {reason}" if reason else str(decision)
+        text = "the op has no plan record"
+    else:
+        decision = record.get("decision", "no plan")
+        reason = record.get("reason")
+        text = f"{decision}: {reason}" if reason else str(decision)
+    if dim.symbols and set(dim.symbols) <= set(dim.reduction_symbols):
+        text += "; reduction-controlled span: needs reduction-range tiling"
+    return text
 
 
 def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
