@@ -183,3 +183,10 @@ def test_a_per_tile_buffer_does_not_move():
 def test_an_unbounded_coordinate_is_bounded_by_its_dim_size():
     spec = _op([sympy.Mod(3 * c0, 5), c1], [5, 64], {c0: 8, c1: 64})
     assert _dims([spec]) == [("buf0", "buf0", 0, 5 * 64 * 2, False)]
+
+
+def test_too_many_iterations_bound_the_union_of_their_domains():
+    # 300 iterations > MAX_ENUMERATED_ITERATIONS: floor(c0/48) over c0 in [0, 300*32)
+    spec = _op([sympy.floor(c0 / 48), c1], [200, 64], {c0: 32, c1: 64}, tiled=[[c0]])
+    assert _dims([LoopSpec(sympy.Integer(300), [spec])]) == [
+        ("buf0", "buf0", 0, 200 * 64 * 2, False)]
