@@ -300,10 +300,16 @@ def enforce(graph: str, checks: list[OpCheck], plan: dict[str, dict[str, Any]],
     """
     if mode == "off":
         return []
-    messages = [overflow_message(graph, c, d, plan.get(c.op)) for c in checks for d in c.overflows]
+    found = [(c, d) for c in checks for d in c.overflows]
+    messages = [overflow_message(graph, c, d, plan.get(c.op)) for c, d in found]
     if mode == "error" and messages:
         raise SpanCheckError("\n".join(messages))
-    for message in messages:
+    for (check, dim), message in zip(found, messages):
         warnings.warn(message, SpanOverflowWarning, stacklevel=2)
-        logger.critical(message)
+        # the same facts as fields, for log consumers that do not parse text
+        logger.critical(message, extra={"span_check": {
+            "graph": graph, "kernel": check.kernel, "op": check.op, "tensor": dim.tensor,
+            "device_dim": dim.device_dim, "span_bytes": dim.span_bytes,
+            "limit_bytes": check.limit,
+            "planner_decision": _planner_decision(plan.get(check.op), dim)}})
     return messages

@@ -63,8 +63,13 @@ def test_warn_is_the_default_and_names_everything(tmp_path, caplog):
     assert torch.equal(compiled.output, x + y)  # a warning, the program still runs
     expected = [_expected(t) for t in ("arg0_1", "arg1_1", "buf0")]
     assert [str(w.message) for w in caught if w.category is SpanOverflowWarning] == expected
-    assert [(r.levelno, r.getMessage()) for r in caplog.records
-            if r.name == "spyre_rules.span_check"] == [(logging.CRITICAL, m) for m in expected]
+    records = [r for r in caplog.records if r.name == "spyre_rules.span_check"]
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.CRITICAL, m) for m in expected]
+    assert records[2].span_check == {
+        "graph": "0/0", "kernel": "sdsc_add_0", "op": "buf0", "tensor": "buf0", "device_dim": 0,
+        "span_bytes": 40960, "limit_bytes": 8192,
+        "planner_decision": "no plan: automatic span-overflow tiling is off "
+                            "(config.ignore_span_overflow_hints)"}
     (record,) = _plan(tmp_path)["ops"]
     assert record["span_check"] == {
         "kernel": "sdsc_add_0", "status": "overflow", "max_span_bytes": 40960,
