@@ -114,3 +114,19 @@ def test_plain_bmm_and_2d_mm_are_unchanged():
     torch.testing.assert_close(compiled.output, torch.bmm(a, b), **TOL[torch.float32])
     ops = spyre_rules.capture_operations(lambda x, y: x @ y, torch.randn(4, 8), torch.randn(8, 3))
     assert [list(map(int, op.data.ranges)) for op in ops] == [[4, 3]]
+
+
+def test_3d_by_2d_matmul_in_a_hint_block_is_tiled_with_it():
+    # repro w3b: the mm over merged (A*B) rows was left untiled inside the A loop and
+    # re-read rows of tile 0 every iteration; over the real batch it tiles by A.
+    x0 = _named((8, 2, 16), ["A", "B", "D"], torch.float32, 0)
+    w = _named((8, 16), ["E", "D"], torch.float32, 1)
+    x2 = _named((8, 2, 8), ["A", "B", "E"], torch.float32, 2)
+
+    def f(x0, w, x2):
+        with spyre_hint(slices={"A": 2}):
+            return x2 - x0 @ w.t()
+
+    compiled = run_spyre(f, x0, w, x2)
+    torch.testing.assert_close(compiled.output, f(x0, w, x2), **TOL[torch.float32])
+    assert _looped(compiled)
