@@ -53,6 +53,13 @@ def _parse_fallback(text: str) -> str:
     return value
 
 
+def _parse_span_check(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("warn", "error", "off"):
+        raise ValueError(f"expected 'warn', 'error' or 'off', got {text!r}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     name: str
@@ -83,6 +90,9 @@ SETTINGS: dict[str, Setting] = {
                 "Emit counted loops unrolled instead of compact scf.for loops."),
         Setting("fallback", "SPYRE_RULES_FALLBACK", "eager", _parse_fallback,
                 "What to do with a graph that cannot be compiled: 'eager' (warn) or 'error'."),
+        Setting("span_check", "SPYRE_RULES_SPAN_CHECK", "warn", _parse_span_check,
+                "Generated accesses over max_span_bytes: 'warn' (warning + log), 'error' "
+                "(raise before anything runs) or 'off'."),
         Setting("lx_planning", "SPYRE_RULES_LX_PLANNING", False, _parse_bool,
                 "Place loop-internal per-tile buffers in the LX scratchpad when they fit."),
         Setting("lx_capacity_bytes", "SPYRE_RULES_LX_CAPACITY_BYTES", 2 * 1024 * 1024,

@@ -9,7 +9,11 @@ inference graphs only).
 The result is a ``list[ir.Operation]`` (all graphs of ``fn`` in order when it
 has graph breaks) that also carries ``.graphs`` (the GraphLowering objects) and
 ``graph_context(i)`` for Inductor queries that need ``V.graph`` (e.g.
-``op.get_read_writes()`` on a freshly edited op).
+``op.get_read_writes()`` on a freshly edited op).  Each op also carries its
+graph (``engine.api.OWNER_GRAPH_ATTR``), so ``plan_span_overflow_tile(op)``,
+``explain_op(op)`` and ``span_overflow_groups(ops)`` work on the ops as they
+are.  Shapes are traced static (``dynamic=False``): calling it again on one
+function with new shapes captures the new static shapes.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from spyre_rules.backend.compile import compile_for_capture
 from spyre_rules.backend.errors import find_unsupported
 from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.pre_scheduling import capture_sink
+from spyre_rules.engine.api import OWNER_GRAPH_ATTR
 
 __all__ = ["CapturedOperations", "capture_operations"]
 
@@ -58,7 +63,10 @@ def capture_operations(fn: Callable[..., Any], *example_inputs: Any) -> Captured
 
     try:
         with torch.no_grad():
-            torch.compile(fn, backend=capture_backend)(*example_inputs)
+            # dynamic=False: a second capture of ``fn`` with new shapes would otherwise
+            # trace symbolic shapes (Dynamo's automatic dynamic, kept per code object
+            # across reset_code), which the backend refuses.
+            torch.compile(fn, backend=capture_backend, dynamic=False)(*example_inputs)
     except Exception as exc:  # noqa: BLE001 - surface our refusal, not Dynamo's wrapper
         unsupported = find_unsupported(exc)
         if unsupported is None:
@@ -72,6 +80,10 @@ def capture_operations(fn: Callable[..., Any], *example_inputs: Any) -> Captured
         raise RuntimeError(
             f"capture_operations: Dynamo produced no graph for {fn!r} (nothing to lower)"
         )
+    for graph, ops in sink:
+        for op in ops:
+            # the engine's entry points install it for a lone op (engine/api.py)
+            setattr(op, OWNER_GRAPH_ATTR, graph)
     result = CapturedOperations(op for _, ops in sink for op in ops)
     result.graphs = [graph for graph, _ in sink]
     return result

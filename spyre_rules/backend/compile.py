@@ -68,7 +68,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         return fallback(gm, reason)
+    from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
+
+    keep_matmul_batch(gm)
 
     try:
         with spyre_rules_context(), bind_input_dim_names(example_inputs):
@@ -90,7 +93,10 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         raise UnsupportedGraph(reason)
+    from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
+
+    keep_matmul_batch(gm)
 
     try:
         with spyre_rules_context(), _quiet_inductor_error_log(), \

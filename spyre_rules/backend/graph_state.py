@@ -33,6 +33,8 @@ class RulesGraphState:
     memory: Any = None
     #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).
     kernels: list[tuple[str, list[Any]]] = dataclasses.field(default_factory=list)
+    #: span check of every generated kernel (codegen.span_check.OpCheck), in kernel order.
+    span_checks: list[Any] = dataclasses.field(default_factory=list)
     #: the generated wrapper module source (for the dump dir).
     wrapper_source: str | None = None
     #: name of the wrapper variable holding the graph's simulated device memory.

@@ -9,7 +9,9 @@ over the reduction range (K).
 
 ``linear`` and ``matmul`` reach us as ``mm``/``addmm``/``bmm`` (AOT autograd
 decomposes them); their decompositions into mul+sum are removed from the table
-handed to ``compile_fx`` (see ``context.decomposition_table``).
+handed to ``compile_fx`` (see ``context.decomposition_table``).  A product
+ATen would fold or merge batch dims of reaches us as the custom op
+``spyre_rules.batchmatmul`` over the real batch instead (``batch_matmul.py``).
 
 K == 1 is a pointwise multiply (Inductor would otherwise turn a one-element
 reduction into a Pointwise that stores the pair itself).
@@ -109,9 +111,12 @@ def _baddbmm(inp: Any, mat1: Any, mat2: Any, *, alpha: Any = 1, beta: Any = 1, *
 
 
 def _our_lowerings() -> dict[Any, Any]:
+    import spyre_rules.backend.batch_matmul  # noqa: F401 - registers the custom op
+
     table: dict[Any, Any] = {}
     for packet, fn in ((aten.mm, _mm), (aten.bmm, _bmm), (aten.addmm, _addmm),
-                       (aten.baddbmm, _baddbmm)):
+                       (aten.baddbmm, _baddbmm),
+                       (torch.ops.spyre_rules.batchmatmul, _bmm)):
         # Inductor's get_overloads skips overloads that already have a lowering, so
         # list every overload explicitly.
         targets = [packet, *(getattr(packet, name) for name in packet.overloads())]

@@ -29,6 +29,7 @@ from spyre_rules.codegen import source
 from spyre_rules.codegen.build import build_op_spec
 from spyre_rules import config
 from spyre_rules.codegen.loops import unroll_loop_specs
+from spyre_rules.codegen.span_check import check_kernel
 from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
 __all__ = ["RulesKernel", "RulesScheduling"]
@@ -113,6 +114,10 @@ class RulesScheduling(BaseScheduling):
         kernel = RulesKernel()
         with V.set_kernel_handler(kernel):
             specs = _build_specs(_body_of(node), kernel, state)
+        name = _kernel_name(specs, state)
+        if config.span_check != "off":
+            # On the loops as written: the per-iteration domain is explicit there.
+            state.span_checks.extend(check_kernel(name, specs, config.max_span_bytes))
         if config.unroll_loops:
             specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()
@@ -132,7 +137,6 @@ class RulesScheduling(BaseScheduling):
             wrapper.header.writeline(
                 f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})"
             )
-        name = _kernel_name(specs, state)
         wrapper.define_kernel(
             name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify),
             gpu=False,

@@ -8,9 +8,11 @@ from typing import Any
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.virtualized import V
 
+from spyre_rules import config
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.codegen import source
+from spyre_rules.codegen.span_check import enforce, record_results
 
 __all__ = ["RulesWrapperCodegen"]
 
@@ -48,5 +50,20 @@ class RulesWrapperCodegen(PythonWrapperCodegen):
         state.wrapper_source = result[0].value if hasattr(result[0], "value") else str(result[0])
         from spyre_rules.codegen.dump import dump_graph
 
+        mode = config.span_check
+        record_results(state.span_checks, state.plan, mode)
         dump_graph(V.graph, state)
+        # After the dump (plan.json shows the overflow), before the program can run.
+        enforce(graph_label(V.graph), state.span_checks, state.plan, mode)
         return result
+
+
+def graph_label(graph: Any) -> str:
+    """How messages name a graph: its name, else the Dynamo compile id (frame/attempt)."""
+    name = getattr(graph, "name", None)
+    if name:
+        return str(name)
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    return str(compile_id) if compile_id is not None else "<unnamed>"

@@ -5,7 +5,8 @@ Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
 * ``wrapper.py``  -- the generated wrapper module source;
 * ``plan.json``   -- every op's plan record from the pre-scheduling seam (name,
   kind, layout with HBM address, ``decision`` -- ``"no plan"`` until a planner
-  records one, and its rule trace) plus the memory map;
+  records one, and its rule trace), ``span_check`` -- the op's result from
+  ``codegen/span_check.py`` (``fits`` / ``overflow`` / ``off``) -- plus the memory map;
 * ``<kernel>/sdsc_N.json`` + ``<kernel>/bundle.mlir`` per generated kernel.
 """
 

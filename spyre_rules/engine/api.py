@@ -7,9 +7,9 @@
   Unsupported: it is recorded in the decision).
 
 Facts query Inductor (``get_read_writes``), which needs the op's graph as
-``V.graph``.  The backend calls the engine inside its graph; for ops from
-``capture_operations`` these functions install the right graph themselves
-(:func:`graph_scope`), and a lone op needs ``ops.graph_context(i)``.
+``V.graph``.  The backend calls the engine inside its graph; ops from
+``capture_operations`` carry their graph (``OWNER_GRAPH_ATTR``), and these
+functions install it themselves, for a lone op as for any list of them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from spyre_rules.engine.policy import get_policy
 from spyre_rules.engine.records import OpDecision, SpanOverflowTilePlan
 
 __all__ = ["evaluator", "explain_op", "graph_scope", "plan_graph", "plan_span_overflow_tile"]
+
+
+#: Set by ``capture_operations`` on every captured op: the GraphLowering it belongs to.
+OWNER_GRAPH_ATTR = "spyre_rules_graph"
 
 
 class NoGraphError(RuntimeError):
@@ -61,8 +65,18 @@ def plan_span_overflow_tile(op: Any, max_cores: int | None = None) -> SpanOverfl
 
 def explain_op(op: Any, max_cores: int | None = None) -> OpDecision:
     """The op's decision and the trace of every rule that fired."""
-    _require_graph(op)
-    return evaluator(max_cores).decide(op)
+    with _op_graph(op, getattr(op, OWNER_GRAPH_ATTR, None)):
+        _require_graph(op)
+        return evaluator(max_cores).decide(op)
+
+
+@contextlib.contextmanager
+def _op_graph(op: Any, graph: Any) -> Iterator[None]:
+    if graph is None or (_graph_set() and V.graph is graph):
+        yield
+    else:
+        with V.set_graph_handler(graph):
+            yield
 
 
 @contextlib.contextmanager
@@ -78,14 +92,8 @@ def graph_scope(operations: Sequence[Any]) -> Iterator[Any]:
         for op in getattr(graph, "operations", ()):
             owner[id(op)] = graph
 
-    @contextlib.contextmanager
-    def graph_of(op: Any) -> Iterator[None]:
-        graph = owner.get(id(op))
-        if graph is None or (_graph_set() and V.graph is graph):
-            yield
-        else:
-            with V.set_graph_handler(graph):
-                yield
+    def graph_of(op: Any) -> Any:
+        return _op_graph(op, owner.get(id(op)) or getattr(op, OWNER_GRAPH_ATTR, None))
 
     yield graph_of
 

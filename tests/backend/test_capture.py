@@ -106,3 +106,36 @@ def test_capture_runs_no_kernel_and_refuses_unsupported():
     assert len(recent_kernels()) == before
     with pytest.raises(spyre_rules.Unsupported, match="cumsum"):
         spyre_rules.capture_operations(lambda x: torch.cumsum(x, 0), torch.randn(3, 4))
+
+
+def _add_mul(x, y):
+    return (x + y) * 2
+
+
+def test_planning_api_on_captured_ops_as_they_are():
+    from spyre_rules import config, plan_span_overflow_tile, span_overflow_groups
+    from spyre_rules.engine import explain_op
+
+    x = torch.randn(1, 20, 16, 64, dtype=torch.float16)
+    ops = spyre_rules.capture_operations(_add_mul, x, x)
+    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
+        plan = plan_span_overflow_tile(ops[0])  # no graph_context: the op knows its graph
+        with ops.graph_context(0):
+            assert plan_span_overflow_tile(ops[0]) == plan
+        assert [(lv.selected_host_dim, lv.split_count) for lv in plan.levels] == [(1, 5)]
+        decision = explain_op(ops[1])
+        assert (decision.decision, decision.reason) == ("plan", "output span overflow")
+        # a plain list (a slice of the result has no .graphs) works as well
+        groups = span_overflow_groups(list(ops)[1:])
+        assert [[op.get_name() for op in g] for g, _ in groups] == [[ops[1].get_name()]]
+        assert [[op.get_name() for op in g] for g, _ in span_overflow_groups(ops)] == [
+            [ops[0].get_name(), ops[1].get_name()]]
+
+
+def test_capture_again_with_new_shapes_traces_static_shapes():
+    first = spyre_rules.capture_operations(_add_mul, torch.randn(4, 64), torch.randn(4, 64))
+    second = spyre_rules.capture_operations(_add_mul, torch.randn(8, 128), torch.randn(8, 128))
+    third = spyre_rules.capture_operations(_add_mul, torch.randn(3, 5, 32), torch.randn(3, 5, 32))
+    assert [[int(s) for s in op.layout.size] for op in first] == [[4, 64]] * 2
+    assert [[int(s) for s in op.layout.size] for op in second] == [[8, 128]] * 2
+    assert [[int(s) for s in op.layout.size] for op in third] == [[3, 5, 32]] * 2

@@ -408,6 +408,12 @@ def test_non_computed_buffer_returns_none(add_8195):
         assert spyre_rules.plan_span_overflow_tile(graph.graph_inputs["arg0_1"]) is None
 
 
-def test_planning_needs_the_graph(add_8195):
-    with pytest.raises(RuntimeError, match="needs its Inductor graph"):
+def test_planning_needs_the_graph(add_8195, monkeypatch):
+    # a captured op carries its graph (issue 9: no graph_context needed) ...
+    assert spyre_rules.plan_span_overflow_tile(add_8195[0]) is not None
+    # ... an op that carries none, outside any graph, is refused by name
+    from spyre_rules.engine.api import OWNER_GRAPH_ATTR
+
+    monkeypatch.delattr(add_8195[0], OWNER_GRAPH_ATTR)
+    with pytest.raises(RuntimeError, match="planning buf0 needs its Inductor graph"):
         spyre_rules.plan_span_overflow_tile(add_8195[0])
