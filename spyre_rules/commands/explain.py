@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     resolved = _resolve(args)
     if isinstance(resolved, str):
         return _usage(resolved)
+    from spyre_rules.commands.quiet import hide_cache_off_warning
+
+    hide_cache_off_warning()
     fn, inputs, limit = resolved
     report = explain(fn, inputs, limit)
     if args.format == "json":

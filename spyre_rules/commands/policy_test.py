@@ -114,6 +114,9 @@ def run(args) -> int:
     except (PolicyError, BindingError) as err:
         print(f"spyre-rules test: the policy does not load: {err}")
         return 1
+    from spyre_rules.commands.quiet import hide_cache_off_warning
+
+    hide_cache_off_warning()
     out = sys.stdout
     failed, steps = [], []
     for test in tests:
