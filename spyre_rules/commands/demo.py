@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                         help=f"largest accepted error against eager (default {DEFAULT_TOLERANCE})")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", metavar="FILE", default=None,
+                        help="also draw each op's worst span before/after tiling against the limit "
+                             "(.png or .svg; needs the [plot] extra)")
 
 
 def _flat(value: Any) -> list[Any]:
@@ -274,10 +277,34 @@ def run(args: argparse.Namespace) -> int:
     # Inductor caches would skip the pipeline on a hit (design/inductor_integration.md).
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    plot_path = None
+    if args.plot:
+        from spyre_rules.commands.plot import PlotError, check_plot_path
+
+        try:
+            plot_path = check_plot_path(args.plot)
+        except PlotError as err:
+            print(f"spyre-rules demo: error: {err}", file=sys.stderr)
+            return 2
     report = run_demo(args.model, args.max_span_bytes, args.sencores, Path(args.out),
                       args.tolerance)
+    if plot_path is not None:
+        report["plots"] = [str(p) for p in _plot(args.model, report, plot_path)]
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:
         print(_text(report))
+        for path in report.get("plots", []):
+            print(f"plot: {path}")
     return 0 if report["ok"] else 1
+
+
+def _plot(model_name: str, report: dict[str, Any], path: Path) -> list[Path]:
+    """The demo model's decisions under the demo's settings, drawn (commands/plot.py)."""
+    from spyre_rules.commands.plot import plot_program
+    from spyre_rules.examples import span_overflow
+
+    model, inputs = getattr(span_overflow, MODELS[model_name])()
+    settings = dict(max_span_bytes=report["max_span_bytes"], sencores=report["sencores"],
+                    ignore_span_overflow_hints=False, ignore_wsr_hints=False)
+    return plot_program(model, inputs, settings, path, f"spyre-rules demo --model {model_name}")

@@ -159,7 +159,7 @@ class _Check:
             self.lines.extend(f"      {step.text()}" for step in trace)
 
 
-def _grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, dict[str, Any], str | None]:
+def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, dict[str, Any], str | None]:
     """(groups, per-op grouping steps, Unsupported message); restores every dim_hints.
     The grouping evaluator's steps are appended to ``steps``."""
     from spyre_rules import Unsupported
@@ -205,7 +205,7 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
             steps.extend(d.trace)
         needs_grouping = (test.groups is not None or test.grouping_error is not None
                           or any(e.grouping for e in test.ops.values()))
-        groups, actions, grouping_error = (_grouping(ops, grouping_steps) if needs_grouping
+        groups, actions, grouping_error = (run_grouping(ops, grouping_steps) if needs_grouping
                                            else (None, {}, None))
     steps.extend(grouping_steps)
     # what explains a grouping answer: its rules and the legality guards `conforms` met
