@@ -126,10 +126,6 @@ class _Writer:
         self.current.append(" " * (col - self.width) + text)
         self.width = col + len(text)
 
-    def drop_blank_before(self) -> None:
-        if self.lines and self.lines[-1] == "" and not self.current_has_code():
-            self.lines.pop()
-
     def current_has_code(self) -> bool:
         return bool("".join(self.current).strip())
 
@@ -159,6 +155,7 @@ class _Formatter:
         self.line_indent = 0
         self.pending_visual: _Bracket | None = None
         self.break_next = False       # the next code token must start a line
+        self.index = 0                # position of the token being laid out
         self.guard_col: int | None = None   # column after `when` / `if` of the current clause
         self.or_operand: int | None = None  # as _Bracket.or_operand, outside brackets
         self.pending_guard = False
@@ -203,7 +200,7 @@ class _Formatter:
 
     def _space(self, tok: _Tok) -> bool:
         prev = self.prev
-        if prev is None or self.out.width == self.line_indent and not self.out.current_has_code():
+        if prev is None:
             return False
         t, p = tok.text, prev.text
         if tok.kind == "op" and t in _NO_SPACE_BEFORE:
