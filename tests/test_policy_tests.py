@@ -176,3 +176,36 @@ def test_a_selection_that_matches_nothing_is_a_usage_error(capsys):
     code, out, err = run(capsys, "-k", "no_such_test")
     assert (code, out) == (2, "")
     assert err == "spyre-rules test: error: no test matches -k 'no_such_test'\n"
+
+
+@pytest.mark.parametrize(("source", "inputs", "message"), [
+    ("import os\nreturn x", {"x": "float16[2]"}, "line 1: expected `NAME = EXPR` (got `import os`)"),
+    ("y = x + 1", {"x": "float16[2]"}, "a program ends with `return NAME[, NAME ...]`"),
+    ("return open(x)", {"x": "float16[2]"},
+     "line 1: function `open` is not supported (supported: bmm, cat, exp, linear, matmul, relu, "
+     "softmax, where)"),
+    ("return x.sum(dim=5)", {"x": "float16[2]"},
+     "the program fails on its inputs: IndexError: Dimension out of range (expected to be in range "
+     "of [-1, 0], but got 5)"),
+    ("return x", {"x": "floatz[2]"}, "input 'floatz[2]': unknown dtype 'floatz'"),
+    ("return x", {"x": "float16(2)"}, "input 'float16(2)': expected DTYPE[D0, D1, ...], e.g. \"float16[8, 64]\""),
+    ("return y", {"x": "float16[2]"}, "line 1: unknown name `y`"),
+])
+def test_program_language_errors(source, inputs, message, capfd):
+    from spyre_rules.commands.policy_programs import ProgramError, build_program
+
+    with pytest.raises(ProgramError) as info:
+        build_program(source, inputs)
+    assert str(info.value) == message
+    assert capfd.readouterr().err == ""
+
+
+def test_program_builds_the_graph_it_says():
+    from spyre_rules.commands.policy_programs import build_program
+
+    module, tensors = build_program("c = x + 1\nd = c[:, :8] * 2\nreturn c, linear(d, w)",
+                                    {"x": "float16[4, 16]", "w": "float16[3, 8]"})
+    assert [(str(t.dtype), tuple(t.shape)) for t in tensors] == [
+        ("torch.float16", (4, 16)), ("torch.float16", (3, 8))]
+    c, y = module.forward(*tensors)
+    assert tuple(c.shape) == (4, 16) and tuple(y.shape) == (4, 3)

@@ -106,10 +106,11 @@ class _Interpreter:
             return self.expr(node)
         return self.const(node)
 
-
     def args(self, call: ast.Call) -> tuple[list[Any], dict[str, Any]]:
-        args = [self.expr(a) if isinstance(a, (ast.Name, ast.BinOp, ast.Call, ast.Subscript, ast.List))
-                and not _is_const_list(a) else self.const(a) for a in call.args]
+        """Tensor-valued arguments are evaluated; the rest must be constants (dims, sizes)."""
+        tensor_like = (ast.Name, ast.BinOp, ast.Call, ast.Subscript, ast.List)
+        args = [self.expr(a) if isinstance(a, tensor_like) and not _is_const_list(a) else self.const(a)
+                for a in call.args]
         kwargs = {k.arg: self.const(k.value) for k in call.keywords if k.arg is not None}
         if len(kwargs) != len(call.keywords):
             raise self.fail(call, "`**kwargs` is not supported")
@@ -197,7 +198,7 @@ def build_program(source: str, inputs: dict[str, str]) -> tuple[Callable[..., An
     tensors = [torch.zeros(shape, dtype=getattr(torch, dtype)) for dtype, shape in declared.values()]
     try:  # shape errors surface here, before Dynamo wraps them
         with torch.no_grad():
-            module(*tensors)
+            module.forward(*tensors)  # not module(...): fx would print the traceback too
     except Exception as exc:  # noqa: BLE001
         raise ProgramError(f"the program fails on its inputs: {type(exc).__name__}: {exc}") from None
     return module, tensors
