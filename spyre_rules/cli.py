@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "layout": "layout_report",
     "explain": "explain",
     "demo": "demo",
+    "test": "policy_test",
+    "fmt": "fmt",
 }
 
 _HELP: dict[str, str] = {
@@ -27,6 +29,8 @@ _HELP: dict[str, str] = {
     "layout": "print the Spyre device layout, coordinates and spans of a host shape",
     "explain": "explain the planner's decision and rule trace for each op of a program",
     "demo": "compile a bundled model with automatic tiling, write the artifacts, compare with eager",
+    "fmt": "lay .rules files out canonically (--check: print a diff, change nothing)",
+    "test": "run policy tests (expected plans, rejections, groups) against a policy; --coverage",
 }
 
 

@@ -41,6 +41,9 @@ MODELS = {
 #: Largest |spyre - eager| accepted: fp16 results may differ by rounding (one ulp at ~2).
 DEFAULT_TOLERANCE = 2e-3
 
+#: The text report fits a terminal this wide (a first run should not wrap).
+WIDTH = 100
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="gated_residual",
@@ -53,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                         help=f"largest accepted error against eager (default {DEFAULT_TOLERANCE})")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", metavar="FILE", default=None,
+                        help="also draw each op's worst span before/after tiling against the limit "
+                             "(.png or .svg; needs the [plot] extra)")
 
 
 def _flat(value: Any) -> list[Any]:
@@ -180,46 +186,63 @@ def _file_summary(files: list[str]) -> list[str]:
     return lines
 
 
-def _layout_text(layout: dict[str, Any]) -> str:
-    """Host size -> Spyre device layout (per tile for a tiled op) and its placement."""
+def _layout_lines(layout: dict[str, Any]) -> list[str]:
+    """Host size -> Spyre device layout (per tile for a tiled op), then its stride map and placement."""
     place = ", ".join(f"{k} {v}" for k, v in (layout.get("allocation") or {}).items())
-    return (f"host {layout['size']} {layout['dtype']} -> device_size {layout['device_size']} "
-            f"stride_map {layout['stride_map']} {layout['device_dtype']}"
-            + (f" @ {place}" if place else ""))
+    return [f"layout host {layout['size']} {layout['dtype']} -> device_size {layout['device_size']}",
+            f"       stride_map {layout['stride_map']} {layout['device_dtype']}"
+            + (f" @ {place}" if place else "")]
+
+
+def _fit(line: str, indent: str | None = None, width: int = WIDTH) -> list[str]:
+    """``line`` wrapped at spaces to ``width`` columns; continuations start with
+    ``indent`` (default: the line's own indentation and 4 more spaces)."""
+    if len(line) <= width:
+        return [line]
+    import textwrap
+
+    if indent is None:
+        indent = line[: len(line) - len(line.lstrip(" "))] + "    "
+    return textwrap.wrap(line, width, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def _text(report: dict[str, Any]) -> str:
     inputs = ", ".join(f"{tuple(s)} {d}" for s, d in report["inputs"])
     lines = [
         f"model {report['model']}: inputs {inputs}",
-        f"max_span_bytes {report['max_span_bytes']} (demo limit; the hardware's 268435456 "
-        f"needs multi-GB tensors), sencores {report['sencores']}, automatic tiling on",
+        f"max_span_bytes {report['max_span_bytes']}, sencores {report['sencores']}, "
+        "automatic tiling on",
+        "(a demo limit: the hardware's 268435456 bytes is only overflowed by multi-GB tensors)",
     ]
     for graph in report["graphs"]:
         lines.append("")
         lines.append(f"plan ({Path(graph['folder']).name}): op, kind, decision, loop levels "
-                     "(host dim, tiles), reason; then the rule that decided")
+                     "(host dim, tiles), reason; the deciding rule")
         for r in graph["ops"]:
             if r["kind"] == "copy":
                 lines.append(f"  {r['op']:5} {'copy':14} {r['description']}")
                 continue
-            lines.append(f"  {r['op']:5} {r['kind']:14} {r['decision']:8} "
-                         f"{_levels(r['levels']):8} {r['reason']}")
+            lines.extend(_fit(f"  {r['op']:5} {r['kind']:14} {r['decision']:8} "
+                              f"{_levels(r['levels']):8} {r['reason']}", indent=" " * 8))
             if r["rule"]:
                 text = r["rule_message"]
                 message = f": {text}" if text and text != r["reason"] else ""
                 lines.append(f"  {'':5} rule {r['rule']}{message}")
             if r.get("layout"):
-                lines.append(f"  {'':5} layout {_layout_text(r['layout'])}")
+                lines.extend(f"  {'':5} {text}" for text in _layout_lines(r["layout"]))
     lines.append("")
     if "error" in report:
         for graph in report["graphs"]:
-            lines.append(f"artifacts in {graph['folder']}: {', '.join(graph['files'])}")
+            lines.append(f"artifacts in {graph['folder']}:")
+            lines.append(f"  {', '.join(graph['files'])}")
         lines.append(f"compile error: {report['error']}")
         lines.append("FAILED")
-        return "\n".join(lines)
+        return _join(lines)
     for k in report["kernels"]:
-        lines.append(f"kernel {k['name']}: {json.dumps(k['program'])}")
+        line = f"kernel {k['name']}: {json.dumps(k['program'])}"
+        lines.extend([line] if len(line) <= WIDTH else
+                     [f"kernel {k['name']}:", *_fit(f"  {json.dumps(k['program'])}")])
     for graph in report["graphs"]:
         lines.append(f"artifacts in {graph['folder']}:")
         for line in _file_summary(graph["files"]):
@@ -232,7 +255,11 @@ def _text(report: dict[str, Any]) -> str:
     lines.append(f"max |spyre - eager| = {report['max_error']:.6g} "
                  f"(tolerance {report['tolerance']:g})")
     lines.append("OK" if report["ok"] else "FAILED")
-    return "\n".join(lines)
+    return _join(lines)
+
+
+def _join(lines: list[str]) -> str:
+    return "\n".join(part for line in lines for part in _fit(line))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -242,15 +269,42 @@ def run(args: argparse.Namespace) -> int:
     if args.sencores <= 0:
         print("spyre-rules demo: error: --sencores must be positive", file=sys.stderr)
         return 2
+    from spyre_rules.commands.quiet import hide_cache_off_warning
+
+    hide_cache_off_warning()
     import os
 
     # Inductor caches would skip the pipeline on a hit (design/inductor_integration.md).
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    plot_path = None
+    if args.plot:
+        from spyre_rules.commands.plot import PlotError, check_plot_path
+
+        try:
+            plot_path = check_plot_path(args.plot)
+        except PlotError as err:
+            print(f"spyre-rules demo: error: {err}", file=sys.stderr)
+            return 2
     report = run_demo(args.model, args.max_span_bytes, args.sencores, Path(args.out),
                       args.tolerance)
+    if plot_path is not None:
+        report["plots"] = [str(p) for p in _plot(args.model, report, plot_path)]
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:
         print(_text(report))
+        for path in report.get("plots", []):
+            print(f"plot: {path}")
     return 0 if report["ok"] else 1
+
+
+def _plot(model_name: str, report: dict[str, Any], path: Path) -> list[Path]:
+    """The demo model's decisions under the demo's settings, drawn (commands/plot.py)."""
+    from spyre_rules.commands.plot import plot_program
+    from spyre_rules.examples import span_overflow
+
+    model, inputs = getattr(span_overflow, MODELS[model_name])()
+    settings = dict(max_span_bytes=report["max_span_bytes"], sencores=report["sencores"],
+                    ignore_span_overflow_hints=False, ignore_wsr_hints=False)
+    return plot_program(model, inputs, settings, path, f"spyre-rules demo --model {model_name}")

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="span limit for this run (default: the example's, else the config)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--list", action="store_true", help="list the bundled examples")
+    parser.add_argument("--plot", metavar="FILE", default=None,
+                        help="also draw each op's worst span before/after tiling against the limit "
+                             "(.png or .svg; needs the [plot] extra)")
 
 
 def _usage(message: str) -> int:
@@ -153,10 +156,31 @@ def run(args: argparse.Namespace) -> int:
     resolved = _resolve(args)
     if isinstance(resolved, str):
         return _usage(resolved)
+    from spyre_rules.commands.quiet import hide_cache_off_warning
+
+    hide_cache_off_warning()
     fn, inputs, limit = resolved
+    plot_path = None
+    if args.plot:
+        from spyre_rules.commands.plot import PlotError, check_plot_path
+
+        try:
+            plot_path = check_plot_path(args.plot)
+        except PlotError as err:
+            return _usage(str(err))
     report = explain(fn, inputs, limit)
+    if plot_path is not None:
+        from spyre_rules.commands.plot import plot_program
+
+        settings = {"ignore_span_overflow_hints": False, "ignore_wsr_hints": False}
+        if limit is not None:
+            settings["max_span_bytes"] = limit
+        written = plot_program(fn, inputs, settings, plot_path, f"spyre-rules explain {args.program}")
+        report["plots"] = [str(p) for p in written]
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:
         print(_text(report))
+        for path in report.get("plots", []):
+            print(f"plot: {path}")
     return 0

@@ -146,9 +146,16 @@ def _hints(op: Any, levels: list[Level], ids: list[int]) -> list[Any]:
     return hints
 
 
-def group_operations(operations: Sequence[Any], max_cores: int | None = None) -> GroupingOutcome:
-    """Run the grouping section over ``operations`` (graph order); see the module doc."""
+def group_operations(operations: Sequence[Any], max_cores: int | None = None,
+                     trace: list[TraceStep] | None = None) -> GroupingOutcome:
+    """Run the grouping section over ``operations`` (graph order); see the module doc.
+
+    ``trace``, when given, receives every step the grouping evaluator records
+    (grouping rules, ``conforms``, the planner decisions it reads), also when
+    grouping raises Unsupported: ``spyre-rules test`` reads it for coverage."""
     ev = evaluator(max_cores)
+    if trace is not None:
+        ev.trace = trace
     hinted = frozenset(op.get_name() for op in operations
                        if facts.is_computed_buffer(op) and facts.has_user_hints(op))
     grouper = _Grouper(ev, hinted)

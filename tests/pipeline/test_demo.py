@@ -12,26 +12,33 @@ import pytest
 from pipeline_helpers import h, run_auto
 
 PLAN_LINES = """\
-plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; then the rule that decided
+plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; the deciding rule
   buf0  pointwise      plan     (1, 10)  output span overflow
         rule grouping.new_run: buf0 opens a new run with split {1: 10}
-        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 163840
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64]
+               stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 163840
   buf1  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf1 has the same split as the open run
-        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 172032
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64]
+               stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 172032
   buf2  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf2 has the same split as the open run
-        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 180224
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64]
+               stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 180224
   buf3  pointwise      plan     (1, 10)  output span overflow
         rule grouping.same_split: buf3 has the same split as the open run
-        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 188416
+        layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64]
+               stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 188416
   buf6  copy           buf6 (copy of the buf3 tile into a full buffer)
   buf4  pointwise      plan     (1, 10)  output span overflow
-        rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and sufficient for buf4
-        layout host [1, 40, 8, 64] float16 -> device_size [40, 8, 1, 1, 64] stride_map [512, 64, 64, -1, 1] SEN169_FP16 @ hbm 278528
+        rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and
+            sufficient for buf4
+        layout host [1, 40, 8, 64] float16 -> device_size [40, 8, 1, 1, 64]
+               stride_map [512, 64, 64, -1, 1] SEN169_FP16 @ hbm 278528
   buf5  reduction:sum  no plan  -        no span exceeds the limit
         rule candidates.none
-        layout host [1, 2, 16] float16 -> device_size [2, 1, 1, 64] stride_map [16, 64, -1, 1] SEN169_FP16 @ hbm 319488
+        layout host [1, 2, 16] float16 -> device_size [2, 1, 1, 64]
+               stride_map [16, 64, -1, 1] SEN169_FP16 @ hbm 319488
 """
 
 
@@ -52,11 +59,11 @@ def test_demo_prints_the_plan_and_passes(demo_run):
     out = proc.stdout
     assert out.startswith(
         "model gated_residual: inputs (1, 40, 16, 64) float16, (1, 40, 16, 64) float16\n"
-        "max_span_bytes 8192 (demo limit; the hardware's 268435456 needs multi-GB tensors), "
-        "sencores 4, automatic tiling on\n\n")
+        "max_span_bytes 8192, sencores 4, automatic tiling on\n"
+        "(a demo limit: the hardware's 268435456 bytes is only overflowed by multi-GB tensors)\n\n")
     assert PLAN_LINES in out
-    assert ('kernel sdsc_sigmoid_mul_relu_add_copy_0: [{"loop": 10, "body": '
-            '["sigmoid", "mul", "relu", "add", "copy", "mul"]}]\n'
+    assert ('kernel sdsc_sigmoid_mul_relu_add_copy_0:\n'
+            '  [{"loop": 10, "body": ["sigmoid", "mul", "relu", "add", "copy", "mul"]}]\n'
             'kernel sdsc_sum_1: ["sum"]\n') in out
     folder = (Path(cwd) / "spyre_rules_out" / "graph_0").resolve()
     assert (f"artifacts in spyre_rules_out/graph_0:\n"
@@ -95,6 +102,13 @@ def test_demo_json_names_the_folder_and_error(tmp_path, capsys):
     assert report["kernels"] == [{"name": "sdsc_add_0", "program": [{"loop": 5, "body": ["add"]}]}]
 
 
+def test_demo_output_fits_a_100_column_terminal_without_warnings(demo_run):
+    _, proc = demo_run
+    long = [line for line in proc.stdout.splitlines() if len(line) > 100]
+    assert long == []
+    assert "Warning" not in proc.stderr, proc.stderr
+
+
 def test_demo_fails_when_the_limit_cannot_be_met(tmp_path, capsys):
     """At 1024 bytes one row of the seed add (2,048 bytes) already overflows: no split helps."""
     from spyre_rules.cli import main
@@ -102,15 +116,18 @@ def test_demo_fails_when_the_limit_cannot_be_met(tmp_path, capsys):
     assert main(["demo", "--model", "seed_add", "--max-span-bytes", "1024",
                  "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    message = ("Cannot auto-tile buf0: no combined split among host dims [1, 2] keeps every "
-               "span within 1024 bytes after trying at most 29 combinations")
-    assert (f"  buf0  pointwise      unsupported -        {message}\n"
+    # Both long lines wrap at 100 columns (the report fits a terminal).
+    assert ("  buf0  pointwise      unsupported -        Cannot auto-tile buf0: no combined split "
+            "among host dims\n"
+            "        [1, 2] keeps every span within 1024 bytes after trying at most 29 combinations\n"
             "        rule search.exhausted\n\n"
-            f"artifacts in {tmp_path}/graph_0: plan.json, wrapper.py\n") in out
+            f"artifacts in {tmp_path}/graph_0:\n"
+            "  plan.json, wrapper.py\n") in out
     assert out.endswith(
         "compile error: spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined "
-        "split among host dims [1, 2] keeps every span within 1024 bytes after trying at most "
-        "29 combinations\nFAILED\n")
+        "split among\n"
+        "    host dims [1, 2] keeps every span within 1024 bytes after trying at most 29 combinations\n"
+        "FAILED\n")
 
 
 def test_plan_json_in_the_dump_dir(tmp_path):
