@@ -5,10 +5,14 @@ Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:
 
-* **loop-invariant** (no level tiles any of its dims) or **loop-internal** (no
-  reader outside its top-level loop and not a graph output):
-  ``layout.per_tile_fixed = True`` -- the buffer is rewritten every iteration at
-  a fixed address (codegen/executor never move it).
+* **loop-invariant** (no level tiles any of its dims; hint groups never hold
+  one, explicit groups may): its buffer is the full buffer, rewritten whole in
+  every iteration, so it is *not* ``per_tile_fixed``: a tiled reader in the loop
+  moves over it with its own tile like over any full buffer.  (Marking it fixed
+  made every iteration re-read the first tile's rows.)
+* **loop-internal** (no reader outside its top-level loop and not a graph
+  output): ``layout.per_tile_fixed = True`` -- the per-tile buffer is rewritten
+  every iteration at a fixed address (codegen/executor never move it).
 * **Case 2, read only outside**: the op writes the full buffer directly.  Its
   layout is restored to the full-size FixedTiledLayout (same object, so the
   backend's ``graph_state.layouts`` stays consistent) while its ranges stay
@@ -164,7 +168,6 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None) -> str:
     name = op.get_name()
     layout = op.layout
     if not any(op.loop_tiled_dims):
-        layout.per_tile_fixed = True
         return "loop-invariant"
     readers = _readers(graph, name)
     outside = [r for r in readers if _top(r) != _top(op)]
