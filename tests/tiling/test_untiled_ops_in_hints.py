@@ -16,9 +16,12 @@ os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from layout_cases import check  # noqa: E402
+from tiling_helpers import run_spyre  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.hints import spyre_hint  # noqa: E402
+from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES  # noqa: E402
+from spyre_rules.hints import DimHint, spyre_hint  # noqa: E402
+from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
 
 F16, F32 = torch.float16, torch.float32
 C, U = "compact", "unrolled"
@@ -107,3 +110,24 @@ def test_the_plan_says_the_untiled_op_runs_outside_the_loop(tmp_path):
     )
     assert tiled["levels"] == [[0, 2]]
     assert tiled["loop"]["propagation"] == "writes full buffer"
+
+
+def test_loop_invariant_op_kept_in_an_explicit_loop_is_read_at_each_tile():
+    """A group may still hold an op no level tiles (explicit groups): its buffer is the
+    full one, and the tiled reader moves over it with its own tile."""
+    done = {}
+
+    def pass_(graph):
+        first, second = list(graph.operations)[:2]
+        first.dim_hints = [DimHint(["A"], 2, None, False, 0, None)]
+        second.dim_hints = [DimHint(["A"], 2, None, False, 0, 0)]
+        done.update(tile_groups(graph, [([first, second], [(0, 2, False)])]))
+
+    a, b = torch.randn(8, 64), torch.randn(8, 64)
+    PRE_SCHEDULING_PASSES.append(pass_)
+    try:
+        compiled = run_spyre(lambda a, b: a * 2.0 + b, a, b)
+    finally:
+        PRE_SCHEDULING_PASSES.remove(pass_)
+    assert done == {"buf0": "loop-invariant", "buf1": "writes full buffer"}
+    torch.testing.assert_close(compiled.output, a * 2.0 + b)
