@@ -130,3 +130,19 @@ def test_transpose01_copy(b, c, d, k, dtype, mode):
 def test_transpose01_copy_consumed_in_the_loop(b, c, d, k, dtype, mode):
     check(transpose01_copy_then_add(k), [(b, c, d), (c, b, d)],
           [["B", "C", "D"], ["C", "B", "D"]], dtype, mode)
+
+
+def test_per_tile_layout_of_a_transposed_copy_keeps_its_memory_order(capture):
+    """The ``.contiguous()`` copy of ``x.t()`` (host [64, 4], strides [1, 64]: stuck on its
+    dim 1) tiled on dim 1 by 2: its tile keeps dim 0 innermost in memory."""
+    from spyre_rules.passes.coarse_tile import coarse_tile
+
+    ops = capture(lambda x: x.t().contiguous() * 2.0, torch.randn(4, 64, dtype=torch.float16))
+    copy = next(op for op in ops if [int(s) for s in op.layout.stride] == [1, 64])
+    assert [int(s) for s in copy.layout.size] == [64, 4]
+    assert copy.layout.device_layout.stride_map == (4096, 1, 64)
+    coarse_tile(ops, [([copy], 2, [1])])
+    assert [int(s) for s in copy.layout.size] == [64, 2]
+    assert [int(s) for s in copy.layout.stride] == [1, 64]  # was [2, 1]: written transposed
+    dl = copy.layout.device_layout
+    assert (dl.device_size, dl.stride_map) == ((1, 64, 64), (4096, 1, 64))
