@@ -167,16 +167,19 @@ def _wrap(reader: Any, tiles: dict[str, TileBuffer]) -> None:
     drop_caches(reader)
 
 
-def _full_loads(reader: Any, tiles: dict[str, TileBuffer]) -> tuple[list[MemoryDep], dict]:
+def _full_loads(
+    reader: Any, tiles: dict[str, TileBuffer]
+) -> tuple[list[MemoryDep], list[list[Any]], dict[Any, int]]:
     """The reader's loads of per-tile buffers as full-buffer indices, over fresh variables
-    (one per dim, size-1 dims included, so every tiled dim has its variable)."""
+    (one per dim, size-1 dims included, so every tiled dim has its variable), plus
+    those variables per argument and their per-tile ranges."""
     args, var_ranges = index_vars_no_squeeze(*_sizes(reader), prefix="t")
     recorder = RecordLoadStore(var_ranges, normalize=False)
     with _full_layouts(tiles, reader), V.set_ops_handler(recorder):
         reader.data.inner_fn(*args)
     loads = [dep for dep in recorder.parent_handler._reads
              if isinstance(dep, MemoryDep) and dep.name in tiles]
-    return loads, {"args": args, "ranges": {k: int(v) for k, v in var_ranges.items()}}
+    return loads, args, {k: int(v) for k, v in var_ranges.items()}
 
 
 def _refuse(reader: Any, tile: TileBuffer, index: Any, why: str) -> CoarseTileError:
@@ -245,10 +248,10 @@ def reindex_loop_reads(loops: dict[Any, list[Any]], tiles_of: dict[Any, dict[str
                 set(reader.get_read_names()) & set(tiles)
             ):
                 continue
-            loads, trace = _full_loads(reader, tiles)
+            loads, args, ranges = _full_loads(reader, tiles)
             for dep in loads:
-                _check_in_tile(reader, tiles[dep.name], dep.index, trace["ranges"])
-                _check_moves_with_tile(reader, tiles[dep.name], dep.index, trace["args"])
+                _check_in_tile(reader, tiles[dep.name], dep.index, ranges)
+                _check_moves_with_tile(reader, tiles[dep.name], dep.index, args)
             readers.append((reader, tiles))
     for reader, tiles in readers:
         _wrap(reader, tiles)
