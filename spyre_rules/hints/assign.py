@@ -9,8 +9,9 @@ it resolves each hint level ``(dim name, count)`` against the op's named dims:
   where ``r`` indexes ``op.data.reduction_ranges`` (coarse_tile refuses it:
   accumulation across tiles is not supported);
 * no dim with that name -> a loop-invariant level (``loop_var=None,
-  host_dim=None``): the op sits in the loop but is not tiled by it, as in the
-  reference.
+  host_dim=None``): the level does not tile the op, and
+  ``hints_to_coarse_tile_groups`` keeps the op out of that level's loop (the
+  reference keeps it inside and reads its whole buffer as the tile).
 
 Errors (``HintError``, naming the dim, the count and the op): an undeclared dim
 name; a count that does not divide the dim (nested levels on one dim divide the
@@ -188,13 +189,17 @@ def hints_to_coarse_tile_groups(
 ) -> list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]]:
     """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[(ops, [(hint_id, count, is_red)])]``.
 
-    A group is a maximal contiguous run of ops with the same levels (hint ids and
-    counts, outermost first).  ``is_reduction_level`` is True when the level is a
-    reduction dim of any op of the group (coarse_tile then refuses that op).  An
-    op with fewer levels (e.g. in the outer hint only) starts its own group, i.e.
-    its own top-level loop; the loops are independent, so this loop fission keeps
-    the semantics.  Call this before the automatic planner stamps its own
-    ``dim_hints``.
+    An op's levels are the hint levels that tile one of its dims (outermost
+    first); a level whose dim the op does not have leaves it out.  A group is a
+    maximal contiguous run of ops with the same levels (hint ids and counts).
+    ``is_reduction_level`` is True when the level is a reduction dim of any op of
+    the group (coarse_tile then refuses that op).  An op with other levels (in the
+    outer hint only, or without the dim of a level) starts its own group, i.e. its
+    own top-level loop, and an op no level tiles runs once, outside every loop:
+    its result is the same in every iteration, and inside a loop its whole buffer
+    would be read as if it were the tile.  The loops are independent, so this
+    loop fission keeps the semantics.  Call this before the automatic planner
+    stamps its own ``dim_hints``.
     """
     groups: list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]] = []
     run: list[Any] = []
@@ -212,7 +217,7 @@ def hints_to_coarse_tile_groups(
 
     for op in operations:
         hints = getattr(op, "dim_hints", None) or []
-        key = tuple((h.hint_id, h.split_count) for h in hints) or None
+        key = tuple((h.hint_id, h.split_count) for h in hints if h.host_dim is not None) or None
         if key != run_key or key is None:
             flush()
             run, run_key = [], key

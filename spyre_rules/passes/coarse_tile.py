@@ -12,8 +12,11 @@ of the group gets
 
 and its ``data.ranges`` are divided exactly, level by level, so the op describes
 the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
-size = per-tile ranges with contiguous strides, and the FixedTiledLayout's device
-layout is rebuilt by ``resize_device_layout`` (stick host dim given explicitly).
+size = per-tile ranges, strides dense in the full buffer's memory order (a
+transposed copy stays transposed tile by tile), and the FixedTiledLayout's device
+layout is rebuilt by ``resize_device_layout`` over the dims in that memory order
+(stick host dim given explicitly).  Strides that are not a dense permutation are
+refused.
 
 Group forms (all may be mixed in one list):
 
@@ -258,19 +261,49 @@ def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], li
             f"coarse_tile: {op_description(op)} has layout size {size} but ranges {old}; "
             "cannot derive its per-tile layout"
         )
-    new_stride = list(contiguous_strides(new))
+    stride = _static(layout.stride, "layout stride", op)
+    order = _memory_order(size, stride)
+    if order is None:
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} has host strides {stride} for size {size}, "
+            "which are not a dense permutation; cannot derive its per-tile layout"
+        )
+    # The per-tile buffer keeps the full buffer's memory order (its dims permuted the
+    # same way), so a transposed buffer stays transposed tile by tile; in that order
+    # both are contiguous, which is what the device-layout resize follows.
+    dense = contiguous_strides([new[d] for d in order])
+    new_stride = [0] * len(new)
+    for position, d in enumerate(order):
+        new_stride[d] = dense[position]
     if not isinstance(layout, FixedTiledLayout):
         return new, new_stride, None
-    stride = _static(layout.stride, "layout stride", op)
     stick = within_stick_host_dim(size, stride, layout.device_layout)
     try:
-        device = resize_device_layout(layout.device_layout, old, new, stick_host_dim=stick)
+        device = resize_device_layout(
+            layout.device_layout, [old[d] for d in order], [new[d] for d in order],
+            stick_host_dim=None if stick is None else order.index(stick),
+        )
     except LayoutError as exc:
         raise CoarseTileError(
             f"coarse_tile: per-tile device layout of {op_description(op)} "
             f"({old} -> {new}) cannot be rebuilt: {exc}"
         ) from None
     return new, new_stride, device
+
+
+def _memory_order(size: list[int], stride: list[int]) -> list[int] | None:
+    """Host dims outermost first in memory, or None when the strides are not dense.
+
+    Size-1 dims take no room, so their stride is ignored (they sort by position).
+    """
+    order = sorted(range(len(size)), key=lambda d: (-stride[d] if size[d] > 1 else 0, d))
+    big = [d for d in order if size[d] > 1]
+    expected = 1
+    for d in reversed(big):
+        if stride[d] != expected:
+            return None
+        expected *= size[d]
+    return order
 
 
 def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:

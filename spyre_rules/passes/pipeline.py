@@ -62,6 +62,7 @@ __all__ = [
     "run_pipeline",
     "sort_groups",
     "register",
+    "untiled_hinted_ops",
 ]
 
 #: ``source`` of a group in plan records.
@@ -105,11 +106,14 @@ def _levels_of(op: Any, hint_ids: list[int]) -> list[list[int]]:
 
 
 def record_decisions(
-    graph: Any, user_groups: list[Group], outcome: Any | None
+    graph: Any, user_groups: list[Group], outcome: Any | None,
+    untiled_hinted: Sequence[Any] = (),
 ) -> None:
     """Write each op's decision, levels, reason, deciding rule and trace to its plan record.
 
     ``outcome`` is the engine's ``GroupingOutcome`` (None: automatic tiling off).
+    ``untiled_hinted``: ops inside user hint blocks that no level tiles (so in no
+    group: see :func:`untiled_hinted_ops`).
     """
     plan = graph_state(graph).plan
     ops_by_name = {op.get_name(): op for op in graph.operations}
@@ -129,6 +133,10 @@ def record_decisions(
                 rule_trace=[],
             )
     user_ops = {op.get_name() for ops, _ in user_groups for op in ops}
+    for op in untiled_hinted:
+        if op.get_name() in plan:
+            plan[op.get_name()].update(_untiled_hint_record(op))
+            user_ops.add(op.get_name())
     auto_group: dict[str, list[int]] = {}
     if outcome is not None:
         for ops, levels in outcome.groups:
@@ -143,6 +151,21 @@ def record_decisions(
                           rule=None, rule_message=None, rule_trace=[])
             continue
         record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
+
+
+def _untiled_hint_record(op: Any) -> dict:
+    """An op inside hint blocks none of whose levels tiles it: it runs once, in no loop."""
+    names = sorted({n for h in op.dim_hints for n in h.dim_names})
+    return {
+        "decision": USER,
+        "source": USER,
+        "levels": [],
+        "reason": (f"in spyre_hint block(s) on {names} but has no dim of those names: not "
+                   "tiled, runs once outside the loop"),
+        "rule": None,
+        "rule_message": None,
+        "rule_trace": [],
+    }
 
 
 def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
@@ -206,6 +229,12 @@ def _record_refusal(graph: Any, message: str) -> None:
     dump_graph(graph, state)
 
 
+def untiled_hinted_ops(operations: Sequence[Any], user_groups: list[Group]) -> list[Any]:
+    """Ops carrying user ``dim_hints`` that are in no user group: no level tiles them."""
+    grouped = {id(op) for ops, _ in user_groups for op in ops}
+    return [op for op in operations if getattr(op, "dim_hints", None) and id(op) not in grouped]
+
+
 def collect_groups(graph: Any) -> list[Group]:
     """All coarse-tile groups of the graph, sorted; records every op's decision.
 
@@ -214,6 +243,7 @@ def collect_groups(graph: Any) -> list[Group]:
     """
     operations = list(graph.operations)
     user_groups = hints_to_coarse_tile_groups(operations)
+    untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
     outcome = None
     if automatic_tiling_enabled():
         from spyre_rules.engine import group_operations
@@ -226,7 +256,7 @@ def collect_groups(graph: Any) -> list[Group]:
             if isinstance(err, UnsupportedGraph):
                 raise
             raise UnsupportedGraph(str(err)) from err
-    record_decisions(graph, user_groups, outcome)
+    record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
     return sort_groups(operations, list(user_groups) + list(auto_groups))
 

@@ -5,10 +5,14 @@ Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:
 
-* **loop-invariant** (no level tiles any of its dims) or **loop-internal** (no
-  reader outside its top-level loop and not a graph output):
-  ``layout.per_tile_fixed = True`` -- the buffer is rewritten every iteration at
-  a fixed address (codegen/executor never move it).
+* **loop-invariant** (no level tiles any of its dims; hint groups never hold
+  one, explicit groups may): its buffer is the full buffer, rewritten whole in
+  every iteration, so it is *not* ``per_tile_fixed``: a tiled reader in the loop
+  moves over it with its own tile like over any full buffer.  (Marking it fixed
+  made every iteration re-read the first tile's rows.)
+* **loop-internal** (no reader outside its top-level loop and not a graph
+  output): ``layout.per_tile_fixed = True`` -- the per-tile buffer is rewritten
+  every iteration at a fixed address (codegen/executor never move it).
 * **Case 2, read only outside**: the op writes the full buffer directly.  Its
   layout is restored to the full-size FixedTiledLayout (same object, so the
   backend's ``graph_state.layouts`` stays consistent) while its ranges stay
@@ -28,7 +32,10 @@ index from ``X``'s *per-tile* strides.  ``_read_full`` therefore wraps the
 reader's ``inner_fn``: while it is traced, ``X.layout`` is temporarily the full
 layout and loads of ``X`` are renamed to the full buffer.
 
-``tile_groups(graph, groups)`` = ``coarse_tile`` + this pass: the single entry
+``tile_groups(graph, groups)`` = ``coarse_tile`` + this pass + re-indexing the
+reads of per-tile buffers inside their loop (``passes/tile_reads.py``: a read
+through a view or a restickified copy arrives with full-buffer strides; it is
+rebuilt per tile, or refused when it would leave the tile): the single entry
 for user-hint groups and the automatic planner.  ``coarse_tile`` validates every
 group (non-dividing counts, non-contiguous groups, tiled reduction dims) before
 touching any op, so those errors leave the IR and memory map untouched.
@@ -47,6 +54,7 @@ from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
+from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
 
 __all__ = [
     "COPY_KIND",
@@ -164,7 +172,6 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None) -> str:
     name = op.get_name()
     layout = op.layout
     if not any(op.loop_tiled_dims):
-        layout.per_tile_fixed = True
         return "loop-invariant"
     readers = _readers(graph, name)
     outside = [r for r in readers if _top(r) != _top(op)]
@@ -226,7 +233,7 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 full[op.get_name()] = snap
     coarse_tile(graph.operations, groups)
     done = insert_tiling_propagation(graph, groups, full)
-    _check_reads_stay_in_their_buffers(graph)
+    _reindex_reads_inside_loops(graph, full)
     state = graph_state(graph)
     for name, what in done.items():
         op = graph.get_buffer(name)
@@ -241,40 +248,25 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
     return done
 
 
-def _check_reads_stay_in_their_buffers(graph: Any) -> None:
-    """Refuse, at compile time, a tiled op whose read indexes past the buffer it reads.
-
-    A consumer that reads a retiled buffer through a view (a transpose inside the
-    loop, say) keeps the view's pre-tiling strides, so its per-tile read would
-    address outside the per-tile buffer.  Re-indexing such reads is not
-    implemented; naming the op here beats an out-of-range address at run time.
-    """
-    from torch._inductor import ir
-    from torch._inductor.dependencies import MemoryDep
-
-    from spyre_rules.errors import CoordinateError
-    from spyre_rules.facts.coordinates import host_coordinates
-    from spyre_rules.spans import coordinate_span_elems
-
+def _reindex_reads_inside_loops(graph: Any, full: dict[str, _FullLayout]) -> None:
+    """Reads of per-tile buffers by the ops of their loop, re-indexed (``tile_reads``)."""
+    loops: dict[Any, list[Any]] = {}
+    tiles: dict[Any, dict[str, TileBuffer]] = {}
     for op in graph.operations:
-        if getattr(op, "loop_group_id", None) is None or not isinstance(op, ir.ComputedBuffer):
+        top = _top(op)
+        if top is None:
             continue
-        for dep in op.get_read_writes().reads:
-            if not isinstance(dep, MemoryDep):
-                continue
-            try:
-                layout = graph.get_buffer(dep.name).get_layout()
-                sizes = [int(v) for v in layout.size]
-                coords = host_coordinates(sizes, [int(v) for v in layout.stride],
-                                          dep.index - int(layout.offset), dep.ranges)
-            except (CoordinateError, AttributeError, TypeError, ValueError):
-                continue  # not measurable here; the executor still bounds-checks
-            for dim, (coord, size) in enumerate(zip(coords, sizes)):
-                span = coordinate_span_elems(coord, dict(dep.ranges))
-                if span is not None and span > size:
-                    raise CoarseTileError(
-                        f"{op.get_name()} reads {dep.name} (host size {sizes}) with index "
-                        f"{dep.index}: host dim {dim} takes {span} values over the tile; "
-                        f"coarse tiling cannot re-index a read of a tiled buffer through a "
-                        f"view (e.g. a transpose inside the loop)"
-                    )
+        loops.setdefault(top, []).append(op)
+        layout = getattr(op, "layout", None)
+        snap = full.get(op.get_name())
+        if snap is None or not getattr(layout, "per_tile_fixed", False) or not any(
+            op.loop_tiled_dims
+        ):
+            continue
+        tiles.setdefault(top, {})[op.get_name()] = TileBuffer(
+            op=op,
+            full_layout=_full_tiled_layout(op, snap),
+            tile_size=tuple(int(v) for v in layout.size),
+            tile_stride=tuple(int(v) for v in layout.stride),
+        )
+    reindex_loop_reads(loops, tiles)

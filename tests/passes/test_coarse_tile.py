@@ -352,7 +352,8 @@ def test_loop_invariant_hint_level_keeps_the_op_whole(capture):
     ops = capture(add_mul, *seed_inputs(named=False))
     for op in ops:
         op.dim_hints = [DimHint(["A"], 2, None, False, 0, None)]
-    coarse_tile(ops, hints_to_coarse_tile_groups(ops))
+    assert hints_to_coarse_tile_groups(ops) == []  # no level tiles them: they run in no loop
+    coarse_tile(ops, [(list(ops), [(0, 2, False)])])  # an explicit group still may hold them
     for op in ops:
         assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[]])
         assert op.data.ranges == [1024, 4096]

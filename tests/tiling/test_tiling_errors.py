@@ -11,7 +11,7 @@ import types  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from tiling_helpers import run_spyre  # noqa: E402
+from tiling_helpers import explicit_groups, run_spyre  # noqa: E402
 
 from spyre_rules.backend.capture import capture_operations  # noqa: E402
 from spyre_rules.backend.errors import find_cause  # noqa: E402
@@ -41,30 +41,23 @@ def test_hint_on_non_dividing_dim():
     clear_tensor_dims()
 
 
-def test_transposed_read_of_a_tiled_buffer_is_refused_at_compile_time():
-    """A consumer reading a retiled buffer through a view keeps the view's pre-tiling
-    strides; coarse tiling cannot re-index it yet and says so before running."""
-    clear_tensor_dims()
-    declare_tensor_dim("A", 128)
-    declare_tensor_dim("B", 256)
-    a = name_tensor_dims(torch.randn(128, 256, dtype=torch.float16), ["A", "B"])
-    b = name_tensor_dims(torch.randn(128, 256, dtype=torch.float16), ["A", "B"])
+def test_read_of_another_iterations_tile_is_refused_at_compile_time():
+    """An explicit group tiling a transposed reader on the dim its producer does not
+    tile: each iteration would read rows of tiles other iterations write."""
+    x = torch.randn(64, 64)
 
-    def f(a, b):
-        with spyre_hint(slices={"A": 2}):
-            with spyre_hint(slices={"B": 2}):
-                y = a + b
-                return y.t() * 2.0
+    def f(x):
+        y = x + 1.0
+        return y.t() * 2.0
 
-    with pytest.raises(Exception) as info:
-        run_spyre(f, a, b)
+    with explicit_groups(([0, 1, 2], 2, [0])), pytest.raises(Exception) as info:
+        run_spyre(f, x)
     err = find_cause(info.value, CoarseTileError)
     assert str(err) == (
-        "buf1 reads buf2 (host size [64, 128]) with index d0 + 256*d1: host dim 0 takes 127 "
-        "values over the tile; coarse tiling cannot re-index a read of a tiled buffer "
-        "through a view (e.g. a transpose inside the loop)"
+        "coarse_tile: buf1 reads buf2 inside their loop at index t0 + 64*t1 of buf2's full "
+        "buffer (host size [64, 64], per tile [32, 64]; t<i> walks dim i of one buf1 tile): "
+        "host dim 0 (t1) takes values 0..63 over one tile of buf1, outside the 32 the tile holds"
     )
-    clear_tensor_dims()
 
 
 def test_non_contiguous_group():
