@@ -206,6 +206,25 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
     return active
 
 
+_AXES: dict[int, tuple[OpSpec, tuple, Any]] = {}
+
+
+def _axes(spec: OpSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(output, reduction) symbol names and ranges, cached per spec (printing sympy
+    symbols is slow)."""
+    key = (tuple(spec.iteration_space.items()), tuple(spec.op_info.get("reduction_symbols", [])))
+    hit = _AXES.get(id(spec))
+    if hit is not None and hit[0] is spec and hit[1] == key:
+        return hit[2]
+    if len(_AXES) >= _STRUCTURES_LIMIT:
+        _AXES.clear()
+    red = {str(s) for s in key[1]}
+    items = [(str(s), int(r)) for s, (r, _) in key[0]]
+    axes = [(n, r) for n, r in items if n not in red], [(n, r) for n, r in items if n in red]
+    _AXES[id(spec)] = (spec, key, axes)
+    return axes
+
+
 class _Program:
     def __init__(self, spec: OpSpec, where: str, memories: dict[str, DeviceMemory],
                  shifts: list[int] | None = None) -> None:
@@ -216,20 +235,38 @@ class _Program:
                          for arg, shift in zip(spec.args, shifts)]
         self.program = spec.op_info["program"]
         self.store = spec.op_info["store"]
-        red = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
-        items = [(str(s), int(r)) for s, (r, _) in spec.iteration_space.items()]
-        self.out = [(n, r) for n, r in items if n not in red]
-        self.red = [(n, r) for n, r in items if n in red]
+        self.out, self.red = _axes(spec)
         self.reduction_at = next(
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
-        self._injective: bool | None = None
+        self._cacheable = self._loads_to_cache()
+        self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
+
+    def _loads_to_cache(self) -> set[int]:
+        """Args whose structured loads may be reused by later blocks of this run (a
+        matmul operand that does not depend on the split axis): those the store
+        cannot overwrite meanwhile."""
+        store = self.accesses[self.store["arg"]]
+        lo, hi = store.base + store.shift * store.width, store.end + store.shift * store.width
+        safe = set()
+        for i, access in enumerate(self.accesses):
+            a_lo = access.base + access.shift * access.width
+            a_hi = access.end + access.shift * access.width
+            if access.memory is not store.memory or a_hi <= lo or hi <= a_lo:
+                safe.add(i)
+        return safe
 
     def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
         active = _active_mask(entry, values)
         host = dtypes.host_dtype(entry["dtype"])
         storage = dtypes.storage_dtype(access.arg.device_dtype, host)
+        key = None
+        if active is None and entry["arg"] in self._cacheable and access.structure is not None:
+            key = (space.rank, tuple(space.box.get(n) for n in sorted(access.structure.symbols)))
+            hit = self._loaded.get(id(entry))
+            if hit is not None and hit[0] == key:
+                return hit[1]
         plan = access.view_plan(space.box, space.rank)
         if plan is not None:
             raw = views.copy_in(access.memory.view(storage), plan)
@@ -238,6 +275,8 @@ class _Program:
         value = dtypes.to_compute(dtypes.from_storage(raw, host))
         if active is not None:
             value = torch.where(active, value, torch.zeros((), dtype=value.dtype))
+        if key is not None and plan is not None:
+            self._loaded[id(entry)] = (key, value)  # the latest per load: bounded memory
         return value
 
     def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
@@ -326,10 +365,10 @@ class _Program:
         if structure is None or any(isinstance(where, tuple) and name not in structure.symbols
                                     for name, where in space.box.items()):
             return None
-        if self._injective is None:
-            ranges = {str(s): int(r) for s, (r, _) in self.spec.iteration_space.items()}
-            self._injective = structure.symbols <= set(ranges) and structure.injective(ranges)
-        return access.view_plan(space.box, space.rank) if self._injective else None
+        ranges = dict(self.out + self.red)
+        if not (structure.symbols <= set(ranges) and structure.injective(ranges)):
+            return None
+        return access.view_plan(space.box, space.rank)
 
 
 def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",

@@ -107,6 +107,7 @@ class Structure:
         self.ks = ks
         self.strides = strides
         self.symbols = set(fns)
+        self._injective: dict[tuple, bool] = {}
 
     def pieces(self, name: str, lo: int, hi: int) -> list[Piece]:
         """``[lo, hi)`` of ``name`` cut into pieces affine in their fine dims."""
@@ -147,6 +148,12 @@ class Structure:
 
     def injective(self, ranges: dict[str, int]) -> bool:
         """No two points of the whole space share an address (stores only)."""
+        key = tuple(sorted((n, ranges[n]) for n in self.fns))
+        if key not in self._injective:
+            self._injective[key] = self._no_overlap(ranges)
+        return self._injective[key]
+
+    def _no_overlap(self, ranges: dict[str, int]) -> bool:
         dims = []
         for name, fns in self.fns.items():
             r, k = ranges[name], self.ks[name]
