@@ -206,22 +206,25 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
     return active
 
 
-_AXES: dict[int, tuple[OpSpec, tuple, Any]] = {}
+_AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
 
 def _axes(spec: OpSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """(output, reduction) symbol names and ranges, cached per spec (printing sympy
     symbols is slow)."""
-    key = (tuple(spec.iteration_space.items()), tuple(spec.op_info.get("reduction_symbols", [])))
+    items_in = tuple(spec.iteration_space.items())
+    reds = tuple(spec.op_info.get("reduction_symbols", []))
+    # identities, not sympy equality (slow): the same objects mean the same axes
+    key = tuple(id(x) for item in items_in for x in (item[0], *item[1])) + tuple(map(id, reds))
     hit = _AXES.get(id(spec))
     if hit is not None and hit[0] is spec and hit[1] == key:
         return hit[2]
     if len(_AXES) >= _STRUCTURES_LIMIT:
         _AXES.clear()
-    red = {str(s) for s in key[1]}
-    items = [(str(s), int(r)) for s, (r, _) in key[0]]
+    red = {str(s) for s in reds}
+    items = [(str(s), int(r)) for s, (r, _) in items_in]
     axes = [(n, r) for n, r in items if n not in red], [(n, r) for n, r in items if n in red]
-    _AXES[id(spec)] = (spec, key, axes)
+    _AXES[id(spec)] = (spec, key, axes, (items_in, reds))  # keeps the keyed objects alive
     return axes
 
 
@@ -268,11 +271,15 @@ class _Program:
             if hit is not None and hit[0] == key:
                 return hit[1]
         plan = access.view_plan(space.box, space.rank)
-        if plan is not None:
-            raw = views.copy_in(access.memory.view(storage), plan)
+        if plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
+            # storage -> host -> compute form is an exact widening (or none): one pass
+            value = views.copy_in(access.memory.view(storage), plan, dtypes.compute_dtype(host))
         else:
-            raw = access.memory.read(access.elements(space.env, active, "load"), storage)
-        value = dtypes.to_compute(dtypes.from_storage(raw, host))
+            if plan is not None:
+                raw = views.copy_in(access.memory.view(storage), plan)
+            else:
+                raw = access.memory.read(access.elements(space.env, active, "load"), storage)
+            value = dtypes.to_compute(dtypes.from_storage(raw, host))
         if active is not None:
             value = torch.where(active, value, torch.zeros((), dtype=value.dtype))
         if key is not None and plan is not None:

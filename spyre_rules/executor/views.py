@@ -264,10 +264,11 @@ def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
     return Plan(shape, views, low, high)
 
 
-def copy_in(memory_view: torch.Tensor, p: Plan) -> torch.Tensor:
+def copy_in(memory_view: torch.Tensor, p: Plan, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The contiguous tensor of the plan's points, read through its views
-    (``memory_view``: a flat, contiguous element view; offsets count from its start)."""
-    out = torch.empty(p.shape, dtype=memory_view.dtype)
+    (``memory_view``: a flat, contiguous element view; offsets count from its start),
+    converted to ``dtype`` on the way (callers pass only exact widenings)."""
+    out = torch.empty(p.shape, dtype=dtype or memory_view.dtype)
     start = memory_view.storage_offset()  # as_strided offsets count from the storage
     for slices, fine, sizes, strides, offset in p.views:
         if math.prod(sizes) == 0:
