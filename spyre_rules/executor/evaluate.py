@@ -13,6 +13,17 @@ device coordinates are evaluated on those grids, turned into addresses
 bounds-checked against the arg's allocation, and gathered; the program's SSA
 entries then compute on whole tensors; the result is scattered through the
 store arg's addresses.  No Python loop runs per element.
+
+That gather/scatter is the *general* path.  Structured accesses (``views``:
+affine / floor / mod coordinates of single symbols) skip the address tensors:
+their block is read into the very same contiguous tensor, or written from the
+same value, through a few strided views of device memory, after an exact bounds
+check on the block's coordinate extremes (any doubt -> the general path, which
+raises the exact error).  Everything between loads and the store is shared, so
+both paths produce identical bytes (``views.FORCE_GENERAL`` forces the general
+path; tests compare the two).  Per spec, the coordinate analysis and axes are
+cached; a structured load that does not depend on the split axis is reused by
+the following blocks of the same run when the store cannot overwrite it.
 """
 
 from __future__ import annotations
