@@ -31,6 +31,7 @@ from spyre_rules.facts.stick_layout import DataFormat
 
 __all__ = [
     "DeviceOverflowError",
+    "compute_dtype",
     "host_dtype",
     "storage_dtype",
     "to_compute",
@@ -65,6 +66,11 @@ def storage_dtype(device_dtype: DataFormat, host: torch.dtype) -> torch.dtype:
     if device_dtype is DataFormat.SEN143_FP8:
         return torch.float8_e4m3fn
     raise ValueError(f"no storage for device format {device_dtype}")
+
+
+def compute_dtype(host: torch.dtype) -> torch.dtype:
+    """The dtype of a host dtype's compute form."""
+    return torch.float32 if host in _HALF else host
 
 
 def to_compute(value: torch.Tensor) -> torch.Tensor:

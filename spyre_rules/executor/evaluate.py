@@ -13,6 +13,17 @@ device coordinates are evaluated on those grids, turned into addresses
 bounds-checked against the arg's allocation, and gathered; the program's SSA
 entries then compute on whole tensors; the result is scattered through the
 store arg's addresses.  No Python loop runs per element.
+
+That gather/scatter is the *general* path.  Structured accesses (``views``:
+affine / floor / mod coordinates of single symbols) skip the address tensors:
+their block is read into the very same contiguous tensor, or written from the
+same value, through a few strided views of device memory, after an exact bounds
+check on the block's coordinate extremes (any doubt -> the general path, which
+raises the exact error).  Everything between loads and the store is shared, so
+both paths produce identical bytes (``views.FORCE_GENERAL`` forces the general
+path; tests compare the two).  Per spec, the coordinate analysis and axes are
+cached; a structured load that does not depend on the split axis is reused by
+the following blocks of the same run when the store cannot overwrite it.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from typing import Any
 import torch
 
 from spyre_rules.codegen.op_spec import OpSpec, TensorArg, element_bytes
-from spyre_rules.executor import dtypes, reductions
+from spyre_rules.executor import dtypes, reductions, views
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.pointwise import apply_pointwise
 from spyre_rules.executor.sympy_eval import evaluate
@@ -41,6 +52,24 @@ def _device_strides(size: list[int]) -> list[int]:
     for d in range(len(size) - 2, -1, -1):
         strides[d] = strides[d + 1] * int(size[d + 1])
     return strides
+
+
+#: id(TensorArg) -> (the arg, the coordinates and strides analysed, their structure or
+#: None); the arg is kept so ids stay unique, the key re-checked because args are mutable.
+_STRUCTURES: dict[int, tuple[TensorArg, tuple, views.Structure | None]] = {}
+_STRUCTURES_LIMIT = 1 << 14
+
+
+def _structure(arg: TensorArg, strides: list[int]) -> views.Structure | None:
+    key = (tuple(arg.device_coordinates), tuple(strides))
+    hit = _STRUCTURES.get(id(arg))
+    if hit is not None and hit[0] is arg and hit[1] == key:
+        return hit[2]
+    if len(_STRUCTURES) >= _STRUCTURES_LIMIT:
+        _STRUCTURES.clear()
+    structure = views.analyse(list(arg.device_coordinates), strides)
+    _STRUCTURES[id(arg)] = (arg, key, structure)
+    return structure
 
 
 class _Access:
@@ -79,6 +108,24 @@ class _Access:
         #: loop offset in elements (counted loops move the tile inside the allocation)
         self.shift = shift // self.width
         self.strides = _device_strides(arg.device_size)
+        self.structure = _structure(arg, self.strides)
+
+    def view_plan(self, box: views.Box, rank: int) -> views.Plan | None:
+        """The block's strided views, if the access is structured and every point of
+        the block is in bounds (else the general path decides, with its exact errors)."""
+        if views.FORCE_GENERAL or self.structure is None:
+            return None
+        plan = views.plan(self.structure, box, rank, self.base // self.width + self.shift)
+        if plan is None:
+            return None
+        limit = (self.end - self.base) // self.width
+        low = self.shift + sum(c * s for c, s in zip(plan.low, self.strides))
+        high = self.shift + sum(c * s for c, s in zip(plan.high, self.strides))
+        if low < 0 or high >= limit or any(
+                lo < 0 or hi >= int(size)
+                for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)):
+            return None
+        return plan
 
     def _fail(self, access: str, offset: Any, bad: torch.Tensor, detail: str) -> DeviceMemoryError:
         offset, bad = torch.broadcast_tensors(torch.as_tensor(offset), bad)
@@ -138,18 +185,26 @@ def _blocks(ranges: list[int], budget: int) -> Iterator[list[tuple[int, int]]]:
                    + [(0, r) for r in ranges[split + 1:]])
 
 
-def _grids(names: list[str], block: list[tuple[int, int]], first_axis: int, rank: int) -> dict[str, Any]:
-    """One int64 grid per symbol, each varying along its own axis of a ``rank``-dim
-    chunk (axes ``first_axis, ...``); single-index axes become plain ints."""
-    env: dict[str, Any] = {}
-    for i, (name, (a, b)) in enumerate(zip(names, block)):
-        if b - a == 1:
-            env[name] = a
-            continue
-        shape = [1] * rank
-        shape[first_axis + i] = b - a
-        env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
-    return env
+class _Space:
+    """One chunk of the iteration space: an int64 grid per symbol (``env``, each
+    varying along its own axis of a ``rank``-dim chunk; single-index axes become
+    plain ints) and the same as ranges (``box``) for the structured views."""
+
+    def __init__(self, rank: int, parent: _Space | None = None) -> None:
+        self.rank = rank
+        self.env: dict[str, Any] = dict(parent.env) if parent else {}
+        self.box: views.Box = dict(parent.box) if parent else {}
+
+    def add(self, names: list[str], block: list[tuple[int, int]], first_axis: int) -> _Space:
+        for i, (name, (a, b)) in enumerate(zip(names, block)):
+            if b - a == 1:
+                self.env[name] = self.box[name] = a
+                continue
+            shape = [1] * self.rank
+            shape[first_axis + i] = b - a
+            self.env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
+            self.box[name] = (first_axis + i, a, b)
+        return self
 
 
 def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | None:
@@ -162,6 +217,28 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
     return active
 
 
+_AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
+
+
+def _axes(spec: OpSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(output, reduction) symbol names and ranges, cached per spec (printing sympy
+    symbols is slow)."""
+    items_in = tuple(spec.iteration_space.items())
+    reds = tuple(spec.op_info.get("reduction_symbols", []))
+    # identities, not sympy equality (slow): the same objects mean the same axes
+    key = tuple(id(x) for item in items_in for x in (item[0], *item[1])) + tuple(map(id, reds))
+    hit = _AXES.get(id(spec))
+    if hit is not None and hit[0] is spec and hit[1] == key:
+        return hit[2]
+    if len(_AXES) >= _STRUCTURES_LIMIT:
+        _AXES.clear()
+    red = {str(s) for s in reds}
+    items = [(str(s), int(r)) for s, (r, _) in items_in]
+    axes = [(n, r) for n, r in items if n not in red], [(n, r) for n, r in items if n in red]
+    _AXES[id(spec)] = (spec, key, axes, (items_in, reds))  # keeps the keyed objects alive
+    return axes
+
+
 class _Program:
     def __init__(self, spec: OpSpec, where: str, memories: dict[str, DeviceMemory],
                  shifts: list[int] | None = None) -> None:
@@ -172,34 +249,64 @@ class _Program:
                          for arg, shift in zip(spec.args, shifts)]
         self.program = spec.op_info["program"]
         self.store = spec.op_info["store"]
-        red = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
-        items = [(str(s), int(r)) for s, (r, _) in spec.iteration_space.items()]
-        self.out = [(n, r) for n, r in items if n not in red]
-        self.red = [(n, r) for n, r in items if n in red]
+        self.out, self.red = _axes(spec)
         self.reduction_at = next(
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
+        self._cacheable = self._loads_to_cache()
+        self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
 
-    def _load(self, entry: dict[str, Any], env: dict[str, Any], values: list[Any]) -> torch.Tensor:
+    def _loads_to_cache(self) -> set[int]:
+        """Args whose structured loads may be reused by later blocks of this run (a
+        matmul operand that does not depend on the split axis): those the store
+        cannot overwrite meanwhile."""
+        store = self.accesses[self.store["arg"]]
+        lo, hi = store.base + store.shift * store.width, store.end + store.shift * store.width
+        safe = set()
+        for i, access in enumerate(self.accesses):
+            a_lo = access.base + access.shift * access.width
+            a_hi = access.end + access.shift * access.width
+            if access.memory is not store.memory or a_hi <= lo or hi <= a_lo:
+                safe.add(i)
+        return safe
+
+    def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
         active = _active_mask(entry, values)
-        elements = access.elements(env, active, "load")
         host = dtypes.host_dtype(entry["dtype"])
-        raw = access.memory.read(elements, dtypes.storage_dtype(access.arg.device_dtype, host))
-        value = dtypes.to_compute(dtypes.from_storage(raw, host))
+        storage = dtypes.storage_dtype(access.arg.device_dtype, host)
+        key = None
+        if active is None and entry["arg"] in self._cacheable and access.structure is not None:
+            key = (space.rank, tuple(space.box.get(n) for n in sorted(access.structure.symbols)))
+            hit = self._loaded.get(id(entry))
+            if hit is not None and hit[0] == key:
+                return hit[1]
+        plan = access.view_plan(space.box, space.rank)
+        if plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
+            # storage -> host -> compute form is an exact widening (or none): one pass
+            value = views.copy_in(access.memory.view(storage), plan, dtypes.compute_dtype(host))
+        else:
+            if plan is not None:
+                raw = views.copy_in(access.memory.view(storage), plan)
+            else:
+                raw = access.memory.read(access.elements(space.env, active, "load"), storage)
+            value = dtypes.to_compute(dtypes.from_storage(raw, host))
         if active is not None:
             value = torch.where(active, value, torch.zeros((), dtype=value.dtype))
+        if key is not None and plan is not None:
+            self._loaded[id(entry)] = (key, value)  # the latest per load: bounded memory
         return value
 
-    def _eval(self, env: dict[str, Any], start: int = 0, stop: int | None = None,
+    def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
               values: list[Any] | None = None) -> list[Any]:
         """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
+        env = space.env
         values = [] if values is None else values
         stop = len(self.program) if stop is None else stop
         for entry in self.program[start:stop]:
             kind = entry["op"]
             if kind == "load":
-                value = self._load(entry, env, values)
+                value = self._load(entry, space, values)
             elif kind == "constant":
                 value = entry["value"]
                 if entry["dtype"] is not None:
@@ -221,8 +328,8 @@ class _Program:
             values.append(value)
         return values
 
-    def _reduce(self, out_env: dict[str, Any], out_shape: list[int], budget: int) -> Any:
-        """The reduction's value for every output point of ``out_env`` (shape ``out_shape``)."""
+    def _reduce(self, out: _Space, out_shape: list[int], budget: int) -> Any:
+        """The reduction's value for every output point of ``out`` (shape ``out_shape``)."""
         kind = self.reduction["type"]
         names = [n for n, _ in self.red]
         ranges = [r for _, r in self.red]
@@ -230,9 +337,8 @@ class _Program:
         points = math.prod(out_shape)
         acc = None
         for block in _blocks(ranges, max(1, budget // max(points, 1))):
-            env = dict(out_env)
-            env.update(_grids(names, block, len(out_shape), rank))
-            values = self._eval(env, stop=self.reduction_at)
+            space = _Space(rank, out).add(names, block, len(out_shape))
+            values = self._eval(space, stop=self.reduction_at)
             shape = [*out_shape, *(b - a for a, b in block)]
             offset = sum(a * math.prod(ranges[i + 1:]) for i, (a, _) in enumerate(block))
             inputs = [values[i] for i in self.reduction["in"]]
@@ -249,22 +355,38 @@ class _Program:
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
         for block in _blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
             shape = [b - a for a, b in block]
+            space = _Space(len(shape)).add(names, block, 0)
             if self.reduction is None:
-                env = _grids(names, block, 0, len(shape))
-                values = self._eval(env)
+                values = self._eval(space)
             else:
                 # Output grids carry trailing unit axes for the reduction axes, so
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
                 rank = len(shape) + len(self.red)
-                reduced = self._reduce(_grids(names, block, 0, rank), shape, CHUNK_ELEMENTS)
-                env = _grids(names, block, 0, len(shape))
+                reduced = self._reduce(_Space(rank).add(names, block, 0), shape, CHUNK_ELEMENTS)
                 values = [None] * self.reduction_at + [reduced]
-                values = self._eval(env, start=self.reduction_at + 1, values=values)
+                values = self._eval(space, start=self.reduction_at + 1, values=values)
             value = torch.as_tensor(values[self.store["value"]]).expand(shape)
-            elements = store_access.elements(env, None, "store").expand(shape)
+            plan = self.store_plan(store_access, space)
+            if plan is None:
+                elements = store_access.elements(space.env, None, "store").expand(shape)
             data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
-            store_access.memory.write(elements.reshape(-1), data.reshape(-1))
+            if plan is not None:
+                views.copy_out(store_access.memory.view(storage), plan, data)
+            else:
+                store_access.memory.write(elements.reshape(-1), data.reshape(-1))
+
+    def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
+        """Views for the store only if they write every point of the block exactly once
+        (the general scatter's order decides duplicates)."""
+        structure = access.structure
+        if structure is None or any(isinstance(where, tuple) and name not in structure.symbols
+                                    for name, where in space.box.items()):
+            return None
+        ranges = dict(self.out + self.red)
+        if not (structure.symbols <= set(ranges) and structure.injective(ranges)):
+            return None
+        return access.view_plan(space.box, space.rank)
 
 
 def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",

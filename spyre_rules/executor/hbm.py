@@ -29,6 +29,10 @@ class DeviceMemory:
         self._bytes = torch.zeros(-(-self.total_bytes // 8) * 8, dtype=torch.uint8)
         self._views: dict[torch.dtype, torch.Tensor] = {}
 
+    def view(self, dtype: torch.dtype) -> torch.Tensor:
+        """The whole memory as a flat tensor of ``dtype`` elements (structured views)."""
+        return self._view(dtype)
+
     def _view(self, dtype: torch.dtype) -> torch.Tensor:
         view = self._views.get(dtype)
         if view is None:

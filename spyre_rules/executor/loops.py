@@ -47,6 +47,23 @@ def _walk(items: list[Any], counts: tuple[int, ...]) -> Any:
             yield item, counts
 
 
+#: id(OpSpec) -> (spec, depth, the args' coordinates, per-arg level strides): the strides
+#: are sympy work, the same every iteration; re-derived if the spec's args change.
+_STRIDES: dict[int, tuple[OpSpec, int, tuple, list[list[int]]]] = {}
+
+
+def _level_strides(spec: OpSpec, depth: int) -> list[list[int]]:
+    key = tuple((id(a), tuple(a.device_coordinates)) for a in spec.args)
+    hit = _STRIDES.get(id(spec))
+    if hit is not None and hit[0] is spec and hit[1] == depth and hit[2] == key:
+        return hit[3]
+    if len(_STRIDES) > 4096:
+        _STRIDES.clear()
+    strides = [arg_level_strides(spec, arg, depth) for arg in spec.args]
+    _STRIDES[id(spec)] = (spec, depth, key, strides)
+    return strides
+
+
 def run_items(items: list[Any], memory: DeviceMemory, where: str,
               lx: DeviceMemory | None = None, counts: tuple[int, ...] = (),
               iteration: tuple[int, ...] = ()) -> None:
@@ -58,8 +75,8 @@ def run_items(items: list[Any], memory: DeviceMemory, where: str,
             continue
         shifts = None
         if iteration:
-            shifts = [sum(i * s for i, s in zip(iteration, arg_level_strides(item, arg, len(iteration))))
-                      for arg in item.args]
+            shifts = [sum(i * s for i, s in zip(iteration, strides))
+                      for strides in _level_strides(item, len(iteration))]
         run_op_spec(item, memory, where, shifts=shifts, lx=lx)
 
 

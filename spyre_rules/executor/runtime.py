@@ -21,16 +21,17 @@ compiled graph must not run concurrently.
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from typing import Any
 
 import torch
 
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
-from spyre_rules.executor import dtypes
+from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
+from spyre_rules.executor import dtypes, views
 from spyre_rules.executor.loops import check_affine, run_items
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
-from spyre_rules.executor.stickify import stickify, unstickify
+from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 
 __all__ = ["GraphDevice", "ProgramKernel", "rules_device", "rules_make_kernel", "recent_kernels"]
@@ -51,6 +52,10 @@ class GraphDevice:
         if self._memory is None:
             self._memory = DeviceMemory(self.total_bytes)
         return self._memory
+
+    def reset(self) -> None:
+        """Drop the memory: the next call starts from zeroed HBM (tests comparing runs)."""
+        self._memory = None
 
 
 def _layout(p: TensorPlacement) -> SpyreTensorLayout:
@@ -95,6 +100,8 @@ class ProgramKernel:
 
     def _write_input(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
         _check_host(self.name, p, tensor)
+        if self._write_structured(memory, p, tensor):
+            return
         data = stickify(tensor, _layout(p)).reshape(-1).view(torch.uint8)
         if data.numel() != p.size_in_bytes or p.address + data.numel() > memory.total_bytes:
             raise DeviceMemoryError(
@@ -103,10 +110,36 @@ class ProgramKernel:
             )
         memory.write_bytes(p.address, data)
 
+    def _write_structured(self, memory: DeviceMemory, p: TensorPlacement,
+                          tensor: torch.Tensor) -> bool:
+        """Stickify straight into the segment through strided views (same bytes as
+        ``stickify`` + ``write_bytes``); False when the layout is not structured."""
+        storage = dtypes.storage_dtype(p.device_dtype, tensor.dtype)
+        width = element_bytes(p.device_dtype)
+        nbytes = math.prod(p.device_size) * width
+        if nbytes != p.size_in_bytes or p.address + nbytes > memory.total_bytes or p.address % width:
+            return False
+        plan = structured(_layout(p), tensor.shape, tensor.stride(), p.address // width)
+        if plan is None:
+            return False
+        if tensor.numel() * width != nbytes:  # padding: the segment is zero there
+            memory.read_bytes(p.address, nbytes).zero_()
+        values = dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
+        views.copy_out(memory.view(storage), plan, values.reshape(plan.shape))
+        return True
+
     def _read_output(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
         _check_host(self.name, p, tensor)
         host = dtypes.host_dtype(p.host_dtype)
         storage = dtypes.storage_dtype(p.device_dtype, host)
+        width = element_bytes(p.device_dtype)
+        plan = None
+        if p.address % width == 0 and p.address + p.size_in_bytes <= memory.total_bytes:
+            plan = structured(_layout(p), p.host_size, p.host_stride, p.address // width)
+        if plan is not None:
+            raw = views.copy_in(memory.view(storage), plan)
+            tensor.copy_(dtypes.from_storage(raw, host).reshape(tuple(p.host_size)))
+            return
         raw = memory.read_bytes(p.address, p.size_in_bytes).view(storage)
         value = unstickify(raw, _layout(p), p.host_size, p.host_stride, host)
         tensor.copy_(value)

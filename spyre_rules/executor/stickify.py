@@ -14,6 +14,12 @@ Positions are processed in chunks of ``CHUNK_POSITIONS`` so temporary index
 tensors stay bounded whatever the tensor size.  The position lists of small
 layouts (at most ``CACHE_POSITIONS`` real elements in all cached entries) are
 kept, because a program stickifies the same graph inputs on every call.
+
+Structured layouts skip the position lists (``structured``): when the forward
+coordinates are separable (``views``), satisfy the stride_map identity exactly
+on every host dim, stay in range and never collide, and the host strides do not
+overlap, the kept positions are exactly the forward images of the host elements,
+so the host tensor is copied through a few strided views of the device tensor.
 """
 
 from __future__ import annotations
@@ -26,11 +32,11 @@ from typing import Any
 import torch
 
 from spyre_rules.codegen.access import forward_coordinates
-from spyre_rules.executor import dtypes
+from spyre_rules.executor import dtypes, views
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, contiguous_strides
 
-__all__ = ["CHUNK_POSITIONS", "StickifyError", "stickify", "unstickify"]
+__all__ = ["CHUNK_POSITIONS", "StickifyError", "stickify", "structured", "unstickify"]
 
 #: device positions handled at once (bounds temporary memory to ~100 MB).
 CHUNK_POSITIONS = 1 << 20
@@ -102,6 +108,76 @@ def _cached_positions(
     return chunks
 
 
+_STRUCTURED: dict[tuple, Any] = {}
+
+
+def _non_overlapping(size: Sequence[int], stride: Sequence[int]) -> bool:
+    reach = 0
+    for n, st in sorted((d for d in zip(size, stride) if d[0] > 1), key=lambda d: d[1]):
+        if st <= reach:
+            return False
+        reach += (n - 1) * st
+    return True
+
+
+def _analyse(layout: SpyreTensorLayout, host_size: tuple[int, ...],
+             host_stride: tuple[int, ...]) -> views.Structure | None:
+    coords, syms = forward_coordinates(layout, host_size, host_stride)
+    structure = views.analyse(coords, list(contiguous_strides(layout.device_size)))
+    if structure is None or not _non_overlapping(host_size, host_stride):
+        return None
+    ranges = {s.name: int(n) for s, n in zip(syms, host_size)}
+    if not structure.symbols <= set(ranges) or not structure.injective(ranges):
+        return None
+    smap = layout.stride_map
+    # the stride_map identity: dot(coords, stride_map) == the host offset, per host dim
+    if any(c != 0 for c, m in zip(structure.const, smap) if m == -1) or \
+            sum(c * m for c, m in zip(structure.const, smap) if m != -1) != 0:
+        return None
+    for sym, st in zip(syms, host_stride):
+        fns = structure.fns.get(sym.name)
+        if fns is None:
+            if ranges[sym.name] > 1 and st != 0:
+                return None
+            continue
+        c = torch.arange(ranges[sym.name], dtype=torch.int64)
+        k = structure.ks[sym.name]
+        offset = torch.zeros_like(c)
+        for f, m in zip(fns, smap):
+            g = f.lin * c + f.fl * torch.div(c, k, rounding_mode="floor") + f.md * (c % k)
+            if m == -1:
+                if bool(g.any()):
+                    return None
+            else:
+                offset += g * m
+        if not torch.equal(offset, c * st):
+            return None
+    return structure
+
+
+def structured(layout: SpyreTensorLayout, host_size: Sequence[int], host_stride: Sequence[int],
+               base: int = 0) -> views.Plan | None:
+    """Views of every host element's device position (element index ``base`` is the
+    device tensor's first element), or None when the layout takes the general path."""
+    if views.FORCE_GENERAL:
+        return None
+    size, stride = tuple(int(s) for s in host_size), tuple(int(s) for s in host_stride)
+    key = (layout, size, stride)
+    if key not in _STRUCTURED:
+        if len(_STRUCTURED) > 4096:
+            _STRUCTURED.clear()
+        _STRUCTURED[key] = _analyse(layout, size, stride)
+    structure = _STRUCTURED[key]
+    if structure is None:
+        return None
+    box = {f"h{d}": (d, 0, n) if n > 1 else 0 for d, n in enumerate(size)}
+    plan = views.plan(structure, box, len(size), base)
+    if plan is None or any(lo < 0 or hi >= n for lo, hi, n in
+                           zip(plan.low, plan.high, layout.device_size)):
+        return None
+    return plan
+
+
 def _host_layout(tensor_or_size: Any, host_stride: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     size = tuple(int(s) for s in tensor_or_size)
     stride = tuple(int(s) for s in host_stride) if host_stride is not None else contiguous_strides(size)
@@ -113,6 +189,11 @@ def stickify(tensor: torch.Tensor, layout: SpyreTensorLayout) -> torch.Tensor:
     size, stride = _host_layout(tensor.shape, tensor.stride())
     storage = dtypes.storage_dtype(layout.device_dtype, tensor.dtype)
     device = torch.zeros(math.prod(layout.device_size), dtype=storage)
+    plan = structured(layout, size, stride)
+    if plan is not None:
+        values = dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
+        views.copy_out(device, plan, values.reshape(plan.shape))
+        return device.view(layout.device_size)
     flat = tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0) \
         if tensor.numel() else tensor.reshape(-1)
     base = tensor.storage_offset()
@@ -143,6 +224,11 @@ def unstickify(
     length = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
     out = torch.zeros(length, dtype=dtype)
     flat = device.reshape(-1)
+    plan = structured(layout, size, stride)
+    if plan is not None:
+        host = out.as_strided(size, stride)
+        host.copy_(dtypes.from_storage(views.copy_in(flat, plan), dtype).reshape(size))
+        return host
     count = 0
     for lin, off in _cached_positions(layout, size, stride):
         out.index_copy_(0, off, dtypes.from_storage(flat.index_select(0, lin), dtype))
