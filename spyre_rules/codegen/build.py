@@ -36,6 +36,7 @@ from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.codegen.recorder import ProgramRecorder
+from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
 
 __all__ = ["build_op_spec", "op_name"]
@@ -110,7 +111,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             per_tile_fixed=fixed,
             name=access.buffer,
         ))
-    return OpSpec(
+    spec = OpSpec(
         op=op_name(op),
         is_reduction=isinstance(op.data, ir.Reduction),
         iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
@@ -123,6 +124,10 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         tiled_symbols=tiled,
         tiled_steps=steps,
     )
+    if tiled:
+        host_dims = dict(zip(symbols, _kept_dims(op)))
+        check_rigid_tiles(spec, [int(c) for c in op.loop_count], what, host_dims)
+    return spec
 
 
 def _tiled_dims(op: ir.ComputedBuffer) -> set[int]:
