@@ -105,6 +105,10 @@ class _Arg:
         return _is_zero(self.difference(active), self.ranges(active))
 
 
+def _elements(n: int) -> str:
+    return f"{n} element" if n == 1 else f"{n} elements"
+
+
 def _witness(item: _Arg, active: list[int]) -> tuple[int, ...] | None:
     """The first iteration tuple (over ``active`` levels) whose tile is misplaced."""
     for n, it in enumerate(itertools.product(*(range(item.counts[l]) for l in active))):
@@ -123,7 +127,7 @@ def _reason(item: _Arg, active: list[int]) -> str:
         for sym, step in item.levels[l].items():
             if sym in in_stick and step % stick:
                 return (
-                    f"the tiled dim runs along the stick dim and {step} elements per "
+                    f"the tiled dim runs along the stick dim and {_elements(step)} per "
                     f"iteration is not a whole number of {stick}-element sticks"
                 )
     it = _witness(item, active)
@@ -149,8 +153,8 @@ def _dims_text(levels: list[dict[Any, int]], active: list[int], dims: dict[Any, 
     for l in active:
         for sym, step in levels[l].items():
             parts.append(
-                f"dim {dims.get(sym, sym)} (per-tile extent {tile[sym]}, {step} elements per "
-                f"iteration of level {l})"
+                f"dim {dims.get(sym, sym)} (per-tile extent {tile[sym]}, {_elements(step)} "
+                f"per iteration of level {l})"
             )
     return ", ".join(parts)
 
