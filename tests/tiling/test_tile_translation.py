@@ -82,6 +82,12 @@ def same_dim_around_other(x, y):
                 return x - y
 
 
+def row_sum_reduction_split_one(x):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"B": 1}):  # one tile over the reduced dim: no accumulation
+            return x.sum(dim=-1) + 1.0
+
+
 def add_one(x):
     return x + 1.0
 
@@ -93,6 +99,8 @@ CASES = [
     Program("w1_row_sum", row_sum_one, [(4, 64)], torch.float32, names=[["A", "B"]]),
     Program("w1_internal_chain", chain_one, [(8, 128)] * 3, names=[["A", "B"]] * 3),
     Program("w1_explicit", add_one, [(8, 64)], groups=(([0], [(8, [0])]),)),
+    Program("reduction_dim_split_one", row_sum_reduction_split_one, [(8, 64)], torch.float32,
+            names=[["A", "B"]]),
     Program("w4_same_dim_2x2", same_dim_2x2, [(64, 64)], names=[["A", "B"]]),
     Program("w4_same_dim_chain_fp32", same_dim_chain, [(32, 64)] * 3, torch.float32,
             names=[["A", "B"]] * 3),
@@ -102,6 +110,7 @@ CASES = [
             groups=(([0], [(2, [0]), (2, [0]), (2, [0])]),)),
     Program("w4_w1_same_dim_down_to_one", same_dim_2x2, [(4, 64)], names=[["A", "B"]]),
 ]
+BY_NAME = {p.name: p for p in CASES}
 
 
 def _compile(program, unroll):
@@ -141,7 +150,7 @@ def _spec_shape(compiled):
 
 
 def test_w1_unit_tile_keeps_its_symbol():
-    compiled, _ = _compile(CASES[0], unroll=False)
+    compiled, _ = _compile(BY_NAME["w1_flat_rows"], unroll=False)
     assert _spec_shape(compiled) == ({"c0": 1, "c1": 64}, [["c0"]], None)
     (kernel,) = compiled.kernels
     # each of the 4 iterations moves every tensor by one row of 64 fp16 = 128 bytes
@@ -149,13 +158,13 @@ def test_w1_unit_tile_keeps_its_symbol():
 
 
 def test_w1_unrolled_copies_move():
-    compiled, _ = _compile(CASES[0], unroll=True)
+    compiled, _ = _compile(BY_NAME["w1_flat_rows"], unroll=True)
     bases = [s.args[0].allocation["hbm"] for s in compiled.op_specs()]
     assert [b - bases[0] for b in bases] == [0, 128, 256, 384]
 
 
 def test_w4_outer_level_steps_over_the_inner_levels():
-    compiled, _ = _compile(CASES[5], unroll=False)
+    compiled, _ = _compile(BY_NAME["w4_same_dim_2x2"], unroll=False)
     (kernel,) = compiled.kernels
     assert loop_counts(kernel.specs) == [(2, [(2, ["mul"])])]
     assert _spec_shape(compiled) == ({"c0": 16, "c1": 64}, [["c0"], ["c0"]], [[16], [32]])
@@ -164,7 +173,7 @@ def test_w4_outer_level_steps_over_the_inner_levels():
 
 
 def test_w4_three_levels_on_one_dim():
-    compiled, _ = _compile(CASES[8], unroll=False)
+    compiled, _ = _compile(BY_NAME["w4_explicit_three_levels"], unroll=False)
     assert _spec_shape(compiled) == (
         {"c0": 2, "c1": 64}, [["c0"], ["c0"], ["c0"]], [[2], [4], [8]]
     )
