@@ -62,6 +62,21 @@ def chain_one(a, b, c):
         return (y * c).exp()
 
 
+def unit_tiles_read_outside(a, b, c):
+    with spyre_hint(slices={"A": 8}):
+        y = a + b  # read inside (z) and outside (the second output): copy op
+        z = y * c
+    return z, y * 2.0
+
+
+def same_dim_read_outside(a, b, c):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"A": 4}):
+            y = a + b
+            z = y * c
+    return z, y
+
+
 def same_dim_2x2(x):
     with spyre_hint(slices={"A": 2}):
         with spyre_hint(slices={"A": 2}):
@@ -101,6 +116,10 @@ CASES = [
     Program("w1_explicit", add_one, [(8, 64)], groups=(([0], [(8, [0])]),)),
     Program("reduction_dim_split_one", row_sum_reduction_split_one, [(8, 64)], torch.float32,
             names=[["A", "B"]]),
+    Program("w1_copy_for_outside_reader", unit_tiles_read_outside, [(8, 128)] * 3,
+            names=[["A", "B"]] * 3),
+    Program("w4_copy_for_graph_output", same_dim_read_outside, [(16, 128)] * 3,
+            torch.float32, names=[["A", "B"]] * 3),
     Program("w4_same_dim_2x2", same_dim_2x2, [(64, 64)], names=[["A", "B"]]),
     Program("w4_same_dim_chain_fp32", same_dim_chain, [(32, 64)] * 3, torch.float32,
             names=[["A", "B"]] * 3),
