@@ -288,3 +288,17 @@ def test_non_wrapping_split_of_the_same_read_compiles():
             compiled = run_spyre(lambda t: t.repeat(2, 1) * 2.0, x)
         _assert_equal(compiled.output, x.repeat(2, 1) * 2.0)
         verify_program(compiled)
+
+
+def test_auto_tiled_read_through_a_merged_view():
+    """The op reads x (2, 32, 64) through a merged (2*32) dim; its tiled coordinates
+    are derived over the loop-wide extent, so every tile reads its own rows (they
+    used to be simplified with the per-tile range and left the allocation)."""
+    x = torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(0)).half()
+    for unroll in (False, True):
+        with config.patch(max_span_bytes=4096, sencores=4, ignore_span_overflow_hints=False,
+                          unroll_loops=unroll):
+            compiled = run_spyre(lambda t: t.reshape(64, 64) * 2.0, x)
+        _assert_equal(compiled.output, x.reshape(64, 64) * 2.0)
+        assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
+        verify_program(compiled)
