@@ -9,7 +9,9 @@ elements and an unrolled copy silently computes the wrong values: a tile that
 covers part of a stick (16 fp32 elements of a 32-element stick), or a tiled dim
 whose device coordinate wraps.  Such a tiling cannot be expressed by the layout,
 so it is refused here, before anything runs, naming the op, the tensor, the dim
-and the device dim that does not shift uniformly.
+and the device dim that does not shift uniformly.  So is an op that computes a
+value from a tiled index (``index_expr``: an iota, a ``tril`` mask): every tile
+runs the same program from index 0, and would compute tile 0's values.
 
 The proof works on the difference
 ``D = sum_d (coord_d(shifted) - coord_d) * device_stride_d - sum_l i_l * stride_l``
@@ -159,12 +161,32 @@ def _dims_text(levels: list[dict[Any, int]], active: list[int], dims: dict[Any, 
     return ", ".join(parts)
 
 
+def _check_index_values(spec: OpSpec, tiled: set[Any], what: str, dims: dict[Any, int]) -> None:
+    """Every tile runs the same program with its symbols starting at 0, so a value
+    computed from a tiled symbol (an iota, a triangle or padding mask) would restart
+    on every tile; the compact loop cannot pass the tile's offset into it."""
+    for entry in spec.op_info.get("program", ()):
+        if entry.get("op") != "index_expr":
+            continue
+        used = sorted(sympy.sympify(entry["expr"]).free_symbols & tiled, key=str)
+        if used:
+            names = ", ".join(f"dim {dims.get(s, s)}" for s in used)
+            raise TileTranslationError(
+                f"{what}: coarse tiling cannot tile {names}: the op computes a value from "
+                f"its index along it ({entry['expr']}, e.g. an iota or a mask), which would "
+                "restart at 0 on every tile; leave that dim untiled"
+            )
+
+
 def check_rigid_tiles(spec: OpSpec, counts: list[int], what: str, dims: dict[Any, int]) -> None:
     """Refuse ``spec`` (inside levels with ``counts``, outermost first) unless every
-    moving arg's tiles are rigid translations of the first.  ``dims`` maps each
-    tiled symbol to the host dim it iterates (for the message)."""
-    if not counts or not any(level_steps(spec, len(counts))):
+    moving arg's tiles are rigid translations of the first and no computed value
+    depends on a tiled index.  ``dims`` maps each tiled symbol to the host dim it
+    iterates (for the message)."""
+    levels = level_steps(spec, len(counts)) if counts else []
+    if not any(levels):
         return
+    _check_index_values(spec, {s for level in levels for s in level}, what, dims)
     for arg in spec.args:
         if not arg_moves(arg):
             continue

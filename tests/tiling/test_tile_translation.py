@@ -302,3 +302,55 @@ def test_auto_tiled_read_through_a_merged_view():
         _assert_equal(compiled.output, x.reshape(64, 64) * 2.0)
         assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
         verify_program(compiled)
+
+
+# --------------------------------------------------------------------------- the check itself
+
+
+def _one_arg_spec(program, coords, device_size, tile):
+    import sympy
+
+    from spyre_rules.codegen.op_spec import OpSpec, TensorArg
+    from spyre_rules.facts.stick_layout import DataFormat
+
+    c0 = sympy.Symbol("c0", integer=True, nonnegative=True)
+    arg = TensorArg(is_input=False, arg_index=0, device_dtype=DataFormat.SEN169_FP16,
+                    device_size=device_size, device_coordinates=coords(c0),
+                    allocation={"hbm": 0}, name="buf0")
+    spec = OpSpec(op="iota", is_reduction=False, iteration_space={c0: (sympy.Integer(tile), 1)},
+                  args=[arg], op_info={"program": program(c0), "store": {"arg": 0, "value": 0},
+                                       "reduction_symbols": []},
+                  tiled_symbols=[[c0]])
+    return spec, c0
+
+
+def test_a_value_computed_from_a_tiled_index_is_refused():
+    """Every tile runs the same program from index 0: an iota over a tiled dim
+    would write tile 0's values into every tile."""
+    import sympy
+
+    from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
+
+    spec, c0 = _one_arg_spec(
+        lambda c: [{"op": "index_expr", "expr": c, "dtype": "float16"}],
+        lambda c: [sympy.Integer(0), c], [1, 64], 16,
+    )
+    with pytest.raises(TileTranslationError) as info:
+        check_rigid_tiles(spec, [4], "buf0 (aten ops: prims.iota.default)", {c0: 0})
+    assert str(info.value) == (
+        "buf0 (aten ops: prims.iota.default): coarse tiling cannot tile dim 0: the op "
+        "computes a value from its index along it (c0, e.g. an iota or a mask), which would "
+        "restart at 0 on every tile; leave that dim untiled"
+    )
+
+
+def test_rigid_tiles_inside_one_stick_pass_the_check():
+    import sympy
+
+    from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
+
+    spec, c0 = _one_arg_spec(
+        lambda c: [{"op": "constant", "value": 1.0, "dtype": "float16"}],
+        lambda c: [sympy.Integer(0), c], [1, 64], 16,
+    )
+    check_rigid_tiles(spec, [4], "buf0", {c0: 0})  # 16 elements move by 32 bytes each
