@@ -1,19 +1,31 @@
 """Build the OpSpec of one scheduler node.
 
-The node's IR op is traced once through its default loop body (one loop per
-non-unit dim, in the op's own dim order -- Inductor's loop reordering and
-merging are deliberately not used, so iteration symbols correspond to host
-dims: output dims first, then reduction dims, named ``c0, c1, ...``).  The
-recorder turns the body into the SSA program; each access becomes a TensorArg
-with device coordinates from the buffer's stick layout (layout_model §1.4).
+The node's IR op is traced once through its loop body (one loop per non-unit
+dim, in the op's own dim order -- Inductor's loop reordering and merging are
+deliberately not used, so iteration symbols correspond to host dims: output
+dims first, then reduction dims, named ``c0, c1, ...``).  A dim a loop level
+tiles keeps its symbol even when its per-tile extent is 1: Inductor's default
+body squeezes unit dims to the constant 0, which would leave the loop nothing
+to move (every iteration would recompute tile 0).  The recorder turns the body
+into the SSA program; each access becomes a TensorArg with device coordinates
+from the buffer's stick layout (layout_model §1.4).
+
+A tiled op describes one tile, but its indices and the coordinates of every
+tensor that moves with the loop are read at ``sym + i*step`` for every tile, so
+they are simplified and derived over each tiled symbol's loop-wide extent (its
+per-tile range times the counts of the levels tiling it), never over the
+per-tile range alone; per-tile buffers, which never move, keep the per-tile one.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
+from unittest.mock import patch
 
 import sympy
-from torch._inductor import ir
+from torch._inductor import dependencies, ir
+from torch._inductor.loop_body import LoopBody
 from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
@@ -24,6 +36,7 @@ from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.codegen.recorder import ProgramRecorder
+from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
 
 __all__ = ["build_op_spec", "op_name"]
@@ -59,12 +72,17 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     """Trace ``snode``'s op; register its buffers as ``kernel.args``."""
     op = snode.node
     what = op_description(op)
-    (sizes, rsizes), body, _ = op.get_default_sizes_body()
+    (sizes, rsizes), body = _sizes_body(op)
     n_out = len(sizes)
     symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
     ranges = dict(zip(symbols, [*sizes, *rsizes]))
+    tiled, steps = _tiling(op, symbols[:n_out])
+    # Indices and the coordinates of a moving tensor must hold on every tile the
+    # loop visits (sym + i*step), so they are derived over the loop-wide extents.
+    kept = dict(zip(_kept_dims(op), symbols))
+    loop_ranges = {**ranges, **{kept[d]: sympy.Integer(e) for d, e in _loop_extents(op).items()}}
     recorder = ProgramRecorder(what)
-    with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
+    with V.set_ops_handler(SimplifyIndexing(recorder, loop_ranges)):
         body(symbols[:n_out], symbols[n_out:])
     if recorder.store_entry is None:
         raise UnsupportedGraph(f"{what}: its loop body stores nothing")
@@ -79,17 +97,21 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         else:
             kernel.args.output(access.buffer)
         dl = layout.device_layout
+        fixed = bool(getattr(layout, "per_tile_fixed", False))
+        moves = not fixed and "lx" not in layout.allocation
         args.append(TensorArg(
             is_input=access.is_input,
             arg_index=-1,  # set once the kernel's argument list is complete
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
-            device_coordinates=_coordinates(layout, access.index, ranges, what),
+            device_coordinates=_coordinates(
+                layout, access.index, loop_ranges if moves else ranges, what
+            ),
             allocation=dict(layout.allocation),
-            per_tile_fixed=bool(getattr(layout, "per_tile_fixed", False)),
+            per_tile_fixed=fixed,
             name=access.buffer,
         ))
-    return OpSpec(
+    spec = OpSpec(
         op=op_name(op),
         is_reduction=isinstance(op.data, ir.Reduction),
         iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
@@ -99,26 +121,91 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             "store": recorder.store_entry,
             "reduction_symbols": symbols[n_out:],
         },
-        tiled_symbols=_tiled_symbols(op, symbols[:n_out]),
+        tiled_symbols=tiled,
+        tiled_steps=steps,
     )
+    if tiled:
+        host_dims = dict(zip(symbols, _kept_dims(op)))
+        check_rigid_tiles(spec, [int(c) for c in op.loop_count], what, host_dims)
+    return spec
 
 
-def _tiled_symbols(op: ir.ComputedBuffer, out_symbols: list[Any]) -> list[list[Any]]:
-    """``op.loop_tiled_dims`` (positions in ``data.ranges``, outermost level first) as
-    iteration symbols, **innermost level first** (op_spec.py).  The loop body keeps
-    one loop per range (the backend disables loop merging), so position = symbol;
-    should unit ranges ever be dropped, positions are mapped past them."""
-    levels = getattr(op, "loop_tiled_dims", None)
+def _tiled_dims(op: ir.ComputedBuffer) -> set[int]:
+    return {d for dims in getattr(op, "loop_tiled_dims", None) or () for d in dims}
+
+
+def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
+    """Output dims that get an iteration symbol: non-unit or tiled (module doc)."""
+    tiled = _tiled_dims(op)
+    return [d for d, r in enumerate(op.get_pointwise_size()) if r != 1 or d in tiled]
+
+
+def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
+    """Loop-wide extent of each tiled output dim: its per-tile extent times the
+    counts of every level tiling it (the range its index takes over all tiles)."""
+    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
+    counts = [int(c) for c in getattr(op, "loop_count", None) or ()]
+    tile = [int(r) for r in op.get_pointwise_size()]
+    return {
+        d: tile[d] * math.prod(c for c, dims in zip(counts, levels) if d in dims)
+        for d in _tiled_dims(op)
+    }
+
+
+def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], LoopBody]:
+    """Per-tile sizes and the loop body, as ``op.get_default_sizes_body()`` except for
+    a tiled op: the body simplifies its indices over each tiled var's loop-wide
+    extent (they must hold on every tile, sym + i*step, not only on the first),
+    and a tiled unit dim keeps its var (Inductor's squeeze would make it 0)."""
+    extents = _loop_extents(op)
+    if not extents:
+        (out, red), body, _ = op.get_default_sizes_body()
+        return (out, red), body
+    sizes = list(op.get_pointwise_size())
+    kept = set(_kept_dims(op))
+    var_ranges, add_var = dependencies.var_builder("q")
+    index = [
+        add_var(sympy.Integer(extents[d]) if d in extents else s) if d in kept else sympy.S.Zero
+        for d, s in enumerate(sizes)
+    ]
+    reduction = [add_var(s) for s in op.get_reduction_size() if s != 1]
+    with patch.object(ir.ConstantBuffer, "override_device", op.get_device()):
+        body = LoopBody(
+            op.get_store_function(),
+            [index, reduction] if op.get_reduction_type() else [index],
+            var_ranges,
+            [v for v in index if isinstance(v, sympy.Symbol)],
+            reduction,
+        )
+    return ([sizes[d] for d in sorted(kept)], [var_ranges[v] for v in reduction]), body
+
+
+def _tiling(
+    op: ir.ComputedBuffer, out_symbols: list[Any]
+) -> tuple[list[list[Any]], list[list[int]] | None]:
+    """``(tiled_symbols, tiled_steps)`` of a tiled op (OpSpec fields, op_spec.py).
+
+    ``op.loop_tiled_dims`` holds positions in ``data.ranges``, outermost level
+    first; OpSpec lists are **innermost level first**.  Unit dims that no level
+    tiles have no symbol (``_kept_dims``): positions map past them.  A dim tiled
+    at several levels advances, per iteration of level ``l``, by its per-tile
+    extent times the counts of the deeper levels tiling it.  ``tiled_steps`` is
+    None when every step is the per-tile extent.
+    """
+    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
     if not levels:
-        return []
-    ranges = [int(r) for r in op.data.ranges]
-    if len(ranges) == len(out_symbols):
-        position = list(range(len(ranges)))
-    else:
-        kept = [d for d, r in enumerate(ranges) if r != 1]
-        position = [kept.index(d) if d in kept else None for d in range(len(ranges))]
-    out = []
-    for dims in levels:
-        syms = [out_symbols[position[d]] for d in dims if position[d] is not None]
-        out.append(syms)
-    return list(reversed(out))
+        return [], None
+    counts = [int(c) for c in op.loop_count]
+    tile = [int(r) for r in op.get_pointwise_size()]
+    kept = _kept_dims(op)
+    symbols, steps = [], []
+    for level in reversed(range(len(levels))):
+        symbols.append([out_symbols[kept.index(d)] for d in levels[level]])
+        steps.append([
+            tile[d] * math.prod(counts[deeper] for deeper in range(level + 1, len(levels))
+                                if d in levels[deeper])
+            for d in levels[level]
+        ])
+    plain = all(step == tile[d] for dims, row in zip(reversed(levels), steps)
+                for d, step in zip(dims, row))
+    return symbols, None if plain else steps

@@ -5,20 +5,24 @@ A TensorArg of an OpSpec inside ``LoopSpec``s *moves* unless it is
 LX (``allocation['lx']``): at iteration ``i_l`` of loop level ``l`` the executor
 adds ``sum_l i_l * level_byte_strides[l]`` to the arg's base address.
 
-``tiled_byte_stride(arg, symbols, ranges)``: the byte offset one iteration of a
-level moves the arg = the address of the element at ``sym = T_sym`` (each tiled
-symbol of the level at its per-tile range, all other symbols 0) minus the address
-at all-zero (layout_model §5.8):
-``sum_d (coord_d(T) - coord_d(0)) * prod(device_size[d+1:]) * element_bytes``.
-That is the stride ``bundle.mlir``'s affine maps print, the offset the executor
-applies, and the shift ``unroll_loop_specs`` bakes into each copy (design rule
-§7.6: the affine stride *is* the per-iteration executor offset).  The executor
-cross-checks once per program that this affine offset equals the exact shifted
-coordinates (``sym -> sym + i*T``); a tile that is not a whole number of sticks
-along the stick dim, say, fails there with the op and tensor named.
+``tiled_byte_stride(arg, steps)``: the byte offset one iteration of a level moves
+the arg = the address of the element at ``sym = step_sym`` (each tiled symbol of
+the level at its per-iteration step, all other symbols 0) minus the address at
+all-zero (layout_model §5.8):
+``sum_d (coord_d(step) - coord_d(0)) * prod(device_size[d+1:]) * element_bytes``.
+A symbol's step is its per-tile range, times the counts of deeper levels tiling
+the same dim (``OpSpec.tiled_steps``; nested hints on one dim).  That is the
+stride ``bundle.mlir``'s affine maps print, the offset the executor applies, and
+the shift ``unroll_loop_specs`` bakes into each copy (design rule §7.6: the
+affine stride *is* the per-iteration executor offset).  It means what the tiling
+means only if every tile is a rigid translation of the first one: exact shifted
+coordinates (``shifted_symbols``: ``sym -> sym + sum_l i_l * step_l``) minus the
+unshifted ones equal the affine offset everywhere.  ``codegen.rigid_tiles``
+proves that at compile time and refuses the program otherwise.
 
-``OpSpec.tiled_symbols`` is innermost level first; ``level_symbols`` returns them
-outermost first for a loop nest of a given depth (missing levels: not tiled).
+``OpSpec.tiled_symbols`` is innermost level first; ``level_symbols`` and
+``level_steps`` return them outermost first for a loop nest of a given depth
+(missing levels: not tiled).
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ __all__ = [
     "arg_level_strides",
     "arg_moves",
     "byte_address",
+    "level_steps",
     "level_symbols",
+    "shifted_symbols",
     "tiled_byte_stride",
     "unroll_loop_specs",
 ]
@@ -59,19 +65,41 @@ def arg_moves(arg: TensorArg) -> bool:
     return not arg.per_tile_fixed and "lx" not in arg.allocation
 
 
-def tiled_byte_stride(arg: TensorArg, symbols: list[Any], ranges: dict[Any, Any]) -> int:
-    """Bytes ``arg`` moves per iteration of a level tiling ``symbols`` (see module doc)."""
-    if not arg_moves(arg) or not symbols:
+def tiled_byte_stride(arg: TensorArg, steps: dict[Any, int]) -> int:
+    """Bytes ``arg`` moves per iteration of a level advancing ``steps`` (see module doc)."""
+    if not arg_moves(arg) or not steps:
         return 0
-    point = {s: int(ranges[s]) for s in symbols}
-    return byte_address(arg, point) - byte_address(arg, {})
+    return byte_address(arg, steps) - byte_address(arg, {})
 
 
 def level_symbols(spec: OpSpec, depth: int) -> list[list[Any]]:
     """The op's tiled symbols per enclosing level, outermost first (``depth`` levels)."""
-    inner_first = list(spec.tiled_symbols)[:depth]
-    inner_first += [[] for _ in range(depth - len(inner_first))]
+    return [list(level) for level in level_steps(spec, depth)]
+
+
+def _inner_first_steps(spec: OpSpec) -> list[dict[Any, int]]:
+    ranges = spec_ranges(spec)
+    steps = spec.tiled_steps
+    if steps is None:
+        return [{s: int(ranges[s]) for s in syms} for syms in spec.tiled_symbols]
+    return [dict(zip(syms, map(int, row))) for syms, row in zip(spec.tiled_symbols, steps)]
+
+
+def level_steps(spec: OpSpec, depth: int) -> list[dict[Any, int]]:
+    """``{symbol: elements per iteration}`` per enclosing level, outermost first."""
+    inner_first = _inner_first_steps(spec)[:depth]
+    inner_first += [{} for _ in range(depth - len(inner_first))]
     return list(reversed(inner_first))
+
+
+def shifted_symbols(spec: OpSpec, iteration: tuple[int, ...]) -> dict[Any, Any]:
+    """``{sym: sym + sum_l i_l * step_l}``: the exact shift of the enclosing
+    iteration tuple ``iteration`` (outermost first) on the op's tiled symbols."""
+    shift: dict[Any, Any] = {}
+    for i, steps in zip(iteration, level_steps(spec, len(iteration))):
+        for sym, step in steps.items():
+            shift[sym] = shift.get(sym, 0) + i * step
+    return {sym: sym + offset for sym, offset in shift.items()}
 
 
 def spec_ranges(spec: OpSpec) -> dict[Any, Any]:
@@ -80,8 +108,7 @@ def spec_ranges(spec: OpSpec) -> dict[Any, Any]:
 
 def arg_level_strides(spec: OpSpec, arg: TensorArg, depth: int) -> list[int]:
     """Byte stride of ``arg`` per enclosing loop level, outermost first."""
-    ranges = spec_ranges(spec)
-    return [tiled_byte_stride(arg, syms, ranges) for syms in level_symbols(spec, depth)]
+    return [tiled_byte_stride(arg, steps) for steps in level_steps(spec, depth)]
 
 
 # --------------------------------------------------------------------------- unrolling
@@ -101,20 +128,23 @@ def _tile_device_size(arg: TensorArg, symbols: list[Any], ranges: dict[Any, Any]
             at_t[sym] = int(ranges[sym])
             delta = int(coord.xreplace(at_t)) - int(coord.xreplace(zero))
             if delta > 0 and all(size[o] == 1 for o in range(d)):
-                size[d] = delta
+                size[d] = min(size[d], delta)
     return size
 
 
 def _shift(spec: OpSpec, i: int) -> OpSpec:
     ranges = spec_ranges(spec)
-    level = list(spec.tiled_symbols[0]) if spec.tiled_symbols else []
+    steps = _inner_first_steps(spec)
+    level = list(steps[0]) if steps else []
     new = copy.copy(spec)
     new.tiled_symbols = [list(x) for x in spec.tiled_symbols[1:]]
+    if spec.tiled_steps is not None:
+        new.tiled_steps = [list(x) for x in spec.tiled_steps[1:]]
     new.args = []
     for arg in spec.args:
         moved = copy.copy(arg)
         moved.allocation = dict(arg.allocation)
-        stride = tiled_byte_stride(arg, level, ranges)
+        stride = tiled_byte_stride(arg, steps[0] if steps else {})
         if stride:
             key = next(k for k in ("pool", "hbm", "lx") if k in moved.allocation)
             moved.allocation[key] = int(moved.allocation[key]) + i * stride

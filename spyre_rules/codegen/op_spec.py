@@ -13,6 +13,12 @@ unit dims dropped).  Symbols are named ``c0, c1, ...``.
 This is the convention of the whole project (architecture.md, deliberate
 difference 3); the seed's flat outermost-first list is not used.
 
+``OpSpec.tiled_steps``: aligned with ``tiled_symbols``, how many elements each
+tiled symbol advances per iteration of its level; ``None`` (the usual case)
+means each symbol's per-tile range.  A dim tiled at two nested levels (nested
+hints on one dim) needs it: its outer level advances by the inner count times
+the per-tile range.  ``codegen.loops.level_steps`` resolves both forms.
+
 ``TensorArg``: one *access* of a tensor by the op (a tensor read twice with
 different indices gives two TensorArgs).  ``device_coordinates`` are sympy
 expressions over the iteration symbols, one per device dim
@@ -112,6 +118,9 @@ class OpSpec:
     op_info: dict[str, Any]
     #: one list of symbols per loop level, innermost level first (see module doc)
     tiled_symbols: list[list[sympy.Symbol]] = dataclasses.field(default_factory=list)
+    #: elements per iteration of each tiled symbol (aligned with tiled_symbols;
+    #: None = each symbol's range; see module doc)
+    tiled_steps: list[list[int]] | None = None
 
 
 @dataclasses.dataclass

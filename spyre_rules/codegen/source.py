@@ -83,6 +83,8 @@ def _op_spec(spec: OpSpec, pad: str) -> list[str]:
     ]
     if spec.tiled_symbols:
         lines.append(f"{pad}    tiled_symbols={format_value(spec.tiled_symbols)},")
+    if spec.tiled_steps is not None:
+        lines.append(f"{pad}    tiled_steps={format_value(spec.tiled_steps)},")
     lines.append(f"{pad}    args=[")
     for arg in spec.args:
         lines.extend(_tensor_arg(arg, pad + "        "))

@@ -7,7 +7,7 @@ executor's per-iteration offset).  ``per_tile_fixed`` and LX args never move.
 
 ``check_affine`` is the cross-check that this compact addressing means what the
 tiling means: for every moving arg and every enclosing-loop iteration tuple it
-substitutes ``sym -> sym + i_l * T_sym`` into the device coordinates and requires
+substitutes ``sym -> sym + sum_l i_l * step_l`` (``codegen.loops.shifted_symbols``) into the device coordinates and requires
 the exact element offsets to equal the unshifted ones plus the affine offset, on
 the whole per-tile iteration space.  Mismatch -> ``LoopAddressError`` naming the
 kernel, op, tensor and iteration.  Kernels run it on their first call only; to
@@ -23,7 +23,13 @@ from typing import Any
 
 import torch
 
-from spyre_rules.codegen.loops import arg_level_strides, arg_moves, device_strides, level_symbols
+from spyre_rules.codegen.loops import (
+    arg_level_strides,
+    arg_moves,
+    device_strides,
+    level_symbols,
+    shifted_symbols,
+)
 from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.evaluate import run_op_spec
@@ -98,7 +104,6 @@ def _offsets(arg: TensorArg, env: dict[str, Any], shift: dict[Any, Any]) -> torc
 def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str) -> None:
     depth = len(counts)
     strides = arg_level_strides(spec, arg, depth)
-    levels = level_symbols(spec, depth)
     used = set().union(*(c.free_symbols for c in arg.device_coordinates))
     ranges = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
     names = [s for s in spec.iteration_space if s in used]
@@ -110,7 +115,7 @@ def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str
     base = _offsets(arg, env, {})
     width = element_bytes(arg.device_dtype)
     for iteration in _iterations(counts):
-        shift = {sym: sym + i * ranges[sym] for i, syms in zip(iteration, levels) for sym in syms}
+        shift = shifted_symbols(spec, iteration)
         exact = _offsets(arg, env, shift)
         affine = sum(i * s for i, s in zip(iteration, strides))
         if affine % width or not bool(torch.equal(*torch.broadcast_tensors(exact, base + affine // width))):

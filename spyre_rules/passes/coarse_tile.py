@@ -36,8 +36,9 @@ ranges of a Reduction names a reduction dim.
 Everything is validated for *all* groups before the first op is touched, so an
 error (``CoarseTileError``: a ``RuntimeError`` naming the op, dim and count)
 leaves the IR as it was: non-contiguous group, op in two groups or already tiled,
-count not dividing a dim, reduction dim tiled, unknown hint id, a device layout
-that cannot be rebuilt.
+count not dividing a dim, reduction dim tiled (by a count above 1: count 1 is one
+tile over the whole dim, so the op stays loop-invariant in that level), unknown
+hint id, a device layout that cannot be rebuilt.
 
 Edits follow design/inductor_integration.md §4: ``Loops`` are frozen, so ranges
 are written with ``object.__setattr__`` and Inductor's ``cache_on_self`` results
@@ -219,12 +220,16 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
             )
         if hint.host_dim is None:
             return []
+        if hint.is_reduction and level.count == 1:
+            return []  # one tile covers the whole reduction: nothing to accumulate
         if hint.is_reduction:
             size = red[hint.host_dim] if 0 <= hint.host_dim < len(red) else "?"
             raise _reduction_error(op, hint.host_dim, size, level.count, where, hint.dim_names)
         dims: tuple[int, ...] = (hint.host_dim,)
     else:
         dims = level.dims
+    if level.count == 1:  # one tile covers a reduction dim whole: nothing to accumulate
+        dims = tuple(d for d in dims if not n_out <= d < n_out + len(red))
     for d in dims:
         if n_out <= d < n_out + len(red):
             raise _reduction_error(op, d - n_out, red[d - n_out], level.count, where)

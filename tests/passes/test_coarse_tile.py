@@ -358,3 +358,43 @@ def test_loop_invariant_hint_level_keeps_the_op_whole(capture):
         assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[]])
         assert op.data.ranges == [1024, 4096]
         assert device(op) == ([64, 1024, 64], [64, 4096, 1])
+
+
+# --------------------------------------------------------------------------- count 1, extent 1, one dim twice
+
+
+def test_reduction_dim_split_by_one_keeps_the_op_whole(capture):
+    """A count-1 level over a reduction dim is one tile over the whole dim: nothing
+    to accumulate, so the op stays loop-invariant in that level (it used to raise)."""
+
+    def f(x):
+        with spyre_hint(slices={"A": 2}):
+            with spyre_hint(slices={"N": 1}):
+                return x.sum(dim=0)
+
+    ops = capture(f, named_sum_input())
+    (op,) = ops
+    coarse_tile(ops, hints_to_coarse_tile_groups(ops))
+    assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0, 0), [2, 1], [[0], []])
+    assert op.data.ranges == [10, 16, 64]
+    assert op.data.reduction_ranges == [2]
+
+
+def test_reduction_dim_split_by_one_explicitly(capture):
+    (op,) = ops = capture(lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64).half())
+    coarse_tile(ops, [([op], [(4, [0]), (1, [3])])])
+    assert (op.loop_count, op.loop_tiled_dims) == ([4, 1], [[0], []])
+    assert op.data.ranges == [5, 16, 64]
+
+
+def test_split_equal_to_the_dim_size_leaves_unit_tiles(capture):
+    (op,) = ops = capture(lambda x: x + 1.0, torch.randn(8, 64).half())
+    coarse_tile(ops, [([op], 8)])
+    assert (op.loop_count, op.loop_tiled_dims, op.data.ranges) == ([8], [[0]], [1, 64])
+    assert list(op.layout.size) == [1, 64]
+
+
+def test_nested_levels_on_one_dim_divide_it_twice(capture):
+    (op,) = ops = capture(lambda x: x + 1.0, torch.randn(64, 64).half())
+    coarse_tile(ops, [([op], [(2, [0]), (4, [0])])])
+    assert (op.loop_count, op.loop_tiled_dims, op.data.ranges) == ([2, 4], [[0], [0]], [8, 64])

@@ -1,0 +1,356 @@
+"""Every tile of a counted loop is a rigid translation of the first, or the program is
+refused at compile time.
+
+* W1: a split equal to the dim size (per-tile extent 1) keeps its loop symbol, so
+  each iteration moves to its own tile (it used to recompute tile 0);
+* W4: a dim tiled at two nested levels advances the outer level by the inner
+  count times the per-tile extent (both levels used to get the same stride);
+* R1 and its class: a tiling whose tiles the layout cannot address by one constant
+  stride per level (a partial stick, a read that wraps) is refused while the
+  program is compiled, naming the op, tensor, dim and reason.
+
+Each program runs compact and unrolled, equals eager, and passes the span verifier
+on every TensorArg.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from programs import Program  # noqa: E402
+from tiling_helpers import explicit_groups, loop_counts, run_spyre, verify_program  # noqa: E402
+
+from spyre_rules import config  # noqa: E402
+from spyre_rules.backend.errors import find_cause  # noqa: E402
+from spyre_rules.codegen.bundle import generate_bundle  # noqa: E402
+from spyre_rules.codegen.op_spec import LoopSpec  # noqa: E402
+from spyre_rules.codegen.rigid_tiles import TileTranslationError  # noqa: E402
+from spyre_rules.hints import clear_tensor_dims, spyre_hint  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_dims():
+    clear_tensor_dims()
+    yield
+    clear_tensor_dims()
+
+
+def double(x):
+    with spyre_hint(slices={"A": 4}):
+        return x * 2.0
+
+
+def rows_one_nested(x, y):
+    with spyre_hint(slices={"C": 4}):
+        with spyre_hint(slices={"H": 8}):
+            return (x + y) * x
+
+
+def row_sum_one(x):
+    with spyre_hint(slices={"A": 4}):
+        return x.sum(dim=1)
+
+
+def chain_one(a, b, c):
+    with spyre_hint(slices={"A": 8}):
+        y = a + b  # loop-internal per-tile buffer with a unit dim
+        return (y * c).exp()
+
+
+def unit_tiles_read_outside(a, b, c):
+    with spyre_hint(slices={"A": 8}):
+        y = a + b  # read inside (z) and outside (the second output): copy op
+        z = y * c
+    return z, y * 2.0
+
+
+def same_dim_read_outside(a, b, c):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"A": 4}):
+            y = a + b
+            z = y * c
+    return z, y
+
+
+def same_dim_2x2(x):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"A": 2}):
+            return x * 2.0
+
+
+def same_dim_chain(a, b, c):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"A": 4}):
+            y = a + b
+            return y * c
+
+
+def same_dim_around_other(x, y):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"B": 2}):
+            with spyre_hint(slices={"A": 2}):
+                return x - y
+
+
+def row_sum_reduction_split_one(x):
+    with spyre_hint(slices={"A": 2}):
+        with spyre_hint(slices={"B": 1}):  # one tile over the reduced dim: no accumulation
+            return x.sum(dim=-1) + 1.0
+
+
+def add_one(x):
+    return x + 1.0
+
+
+CASES = [
+    Program("w1_flat_rows", double, [(4, 64)], names=[["A", "B"]]),
+    Program("w1_nested_both_one", rows_one_nested, [(4, 8, 64)] * 2,
+            names=[["C", "H", "W"]] * 2),
+    Program("w1_row_sum", row_sum_one, [(4, 64)], torch.float32, names=[["A", "B"]]),
+    Program("w1_internal_chain", chain_one, [(8, 128)] * 3, names=[["A", "B"]] * 3),
+    Program("w1_explicit", add_one, [(8, 64)], groups=(([0], [(8, [0])]),)),
+    Program("reduction_dim_split_one", row_sum_reduction_split_one, [(8, 64)], torch.float32,
+            names=[["A", "B"]]),
+    Program("w1_copy_for_outside_reader", unit_tiles_read_outside, [(8, 128)] * 3,
+            names=[["A", "B"]] * 3),
+    Program("w4_copy_for_graph_output", same_dim_read_outside, [(16, 128)] * 3,
+            torch.float32, names=[["A", "B"]] * 3),
+    Program("w4_same_dim_2x2", same_dim_2x2, [(64, 64)], names=[["A", "B"]]),
+    Program("w4_same_dim_chain_fp32", same_dim_chain, [(32, 64)] * 3, torch.float32,
+            names=[["A", "B"]] * 3),
+    Program("w4_same_dim_around_other", same_dim_around_other, [(16, 256)] * 2,
+            names=[["A", "B"]] * 2),
+    Program("w4_explicit_three_levels", add_one, [(16, 64)],
+            groups=(([0], [(2, [0]), (2, [0]), (2, [0])]),)),
+    Program("w4_w1_same_dim_down_to_one", same_dim_2x2, [(4, 64)], names=[["A", "B"]]),
+]
+BY_NAME = {p.name: p for p in CASES}
+
+
+def _compile(program, unroll):
+    xs = program.inputs()
+    with config.patch(unroll_loops=unroll), explicit_groups(*program.groups):
+        compiled = run_spyre(program.fn, *xs)
+    return compiled, program.fn(*xs)
+
+
+def _assert_equal(out, ref):
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    refs = ref if isinstance(ref, (tuple, list)) else [ref]
+    for o, r in zip(outs, refs):
+        tol = 2e-3 if r.dtype == torch.float16 else 1e-5
+        torch.testing.assert_close(o, r, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
+@pytest.mark.parametrize("program", CASES, ids=lambda p: p.name)
+def test_equals_eager_and_spans_verified(program, unroll):
+    compiled, expected = _compile(program, unroll)
+    _assert_equal(compiled.output, expected)
+    looped = [k for k in compiled.kernels if any(isinstance(i, LoopSpec) for i in k.specs)]
+    assert bool(looped) != unroll
+    assert all(k.affine_checked for k in compiled.kernels)
+    reports = verify_program(compiled)
+    assert len(reports) == sum(len(s.args) for s in compiled.op_specs())
+
+
+def _spec_shape(compiled):
+    (spec,) = compiled.op_specs()
+    return (
+        {str(s): int(r) for s, (r, _) in spec.iteration_space.items()},
+        [[str(s) for s in level] for level in spec.tiled_symbols],
+        spec.tiled_steps,
+    )
+
+
+def test_w1_unit_tile_keeps_its_symbol():
+    compiled, _ = _compile(BY_NAME["w1_flat_rows"], unroll=False)
+    assert _spec_shape(compiled) == ({"c0": 1, "c1": 64}, [["c0"]], None)
+    (kernel,) = compiled.kernels
+    # each of the 4 iterations moves every tensor by one row of 64 fp16 = 128 bytes
+    assert "#map_0 = affine_map<(d0)[s0] -> (s0 + 128*d0)>" in generate_bundle(kernel.specs)
+
+
+def test_w1_unrolled_copies_move():
+    compiled, _ = _compile(BY_NAME["w1_flat_rows"], unroll=True)
+    bases = [s.args[0].allocation["hbm"] for s in compiled.op_specs()]
+    assert [b - bases[0] for b in bases] == [0, 128, 256, 384]
+
+
+def test_w4_outer_level_steps_over_the_inner_levels():
+    compiled, _ = _compile(BY_NAME["w4_same_dim_2x2"], unroll=False)
+    (kernel,) = compiled.kernels
+    assert loop_counts(kernel.specs) == [(2, [(2, ["mul"])])]
+    assert _spec_shape(compiled) == ({"c0": 16, "c1": 64}, [["c0"], ["c0"]], [[16], [32]])
+    # outer level 32 rows x 128 B, inner level 16 rows x 128 B
+    assert "affine_map<(d0, d1)[s0] -> (s0 + 4096*d0 + 2048*d1)>" in generate_bundle(kernel.specs)
+
+
+def test_w4_three_levels_on_one_dim():
+    compiled, _ = _compile(BY_NAME["w4_explicit_three_levels"], unroll=False)
+    assert _spec_shape(compiled) == (
+        {"c0": 2, "c1": 64}, [["c0"], ["c0"], ["c0"]], [[2], [4], [8]]
+    )
+
+
+def test_w1_automatic_plan_with_unit_tiles():
+    """The automatic planner itself picks a split equal to a dim size here."""
+    x = torch.randn(8, 8, 64, generator=torch.Generator().manual_seed(0)).half()
+    for unroll in (False, True):
+        with config.patch(max_span_bytes=1024, sencores=4, ignore_span_overflow_hints=False,
+                          unroll_loops=unroll):
+            compiled = run_spyre(lambda t: t * 2.0, x)
+        _assert_equal(compiled.output, x * 2.0)
+        verify_program(compiled)
+    with config.patch(max_span_bytes=1024, sencores=4, ignore_span_overflow_hints=False):
+        compiled = run_spyre(lambda t: t * 2.0, x)
+    (spec,) = compiled.op_specs()
+    ranges = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
+    assert any(ranges[s] == 1 for level in spec.tiled_symbols for s in level)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _refusal(fn, *xs, unroll=False, groups=()):
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        with config.patch(unroll_loops=unroll), explicit_groups(*groups):
+            run_spyre(fn, *xs)
+    err = find_cause(info.value, TileTranslationError)
+    assert err is not None, info.value
+    return str(err)
+
+
+def partial_sticks(x):
+    with spyre_hint(slices={"B": 4}):  # 16 fp32 per tile of a 32-element stick
+        return x * 2.0
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
+def test_r1_partial_stick_split_is_refused_at_compile_time(unroll):
+    from spyre_rules.hints import declare_tensor_dim, name_tensor_dims
+
+    declare_tensor_dim("A", 16)
+    declare_tensor_dim("B", 64)
+    x = name_tensor_dims(torch.randn(16, 64), ["A", "B"])
+    assert _refusal(partial_sticks, x, unroll=unroll) == (
+        "buf0 (aten ops: mul.Tensor): coarse tiling cannot address the tiles of tensor arg0_1 "
+        "along dim 1 (per-tile extent 16, 16 elements per iteration of level 0): they are "
+        "not rigid translations of the first tile: the tiled dim runs along the stick dim "
+        "and 16 elements per iteration is not a whole number of 32-element sticks; choose "
+        "a split whose tiles the layout can express"
+    )
+
+
+def test_whole_stick_split_of_the_stick_dim_still_compiles():
+    from spyre_rules.hints import declare_tensor_dim, name_tensor_dims
+
+    declare_tensor_dim("A", 16)
+    declare_tensor_dim("B", 64)
+    x = name_tensor_dims(torch.randn(16, 64), ["A", "B"])
+
+    def f(x):
+        with spyre_hint(slices={"B": 2}):  # 32 fp32 per tile: one whole stick
+            return x * 2.0
+
+    for unroll in (False, True):
+        with config.patch(unroll_loops=unroll):
+            compiled = run_spyre(f, x)
+        _assert_equal(compiled.output, x * 2.0)
+        verify_program(compiled)
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
+def test_wrapping_read_is_refused_at_compile_time(unroll):
+    """Not the stick dim: tile rows of ``x.repeat(2, 1)`` by 2 and the read of
+    ``x`` (row ``c0 mod 3``) wraps inside the second tile."""
+    x = torch.randn(3, 64, dtype=torch.float16)
+    message = _refusal(lambda t: t.repeat(2, 1) * 2.0, x, unroll=unroll, groups=(([0], 3),))
+    assert message == (
+        "buf0 (aten ops: repeat.default): coarse tiling cannot address the tiles of tensor "
+        "arg0_1 along dim 0 (per-tile extent 2, 2 elements per iteration of level 0): they "
+        "are not rigid translations of the first tile: at iteration [1] device dim 1 "
+        "(coordinate Mod(c0, 3)) does not move by the same amount at every element of the "
+        "tile; choose a split whose tiles the layout can express"
+    )
+
+
+def test_non_wrapping_split_of_the_same_read_compiles():
+    x = torch.randn(3, 64, dtype=torch.float16)
+    for unroll in (False, True):
+        with config.patch(unroll_loops=unroll), explicit_groups(([0], 2)):
+            compiled = run_spyre(lambda t: t.repeat(2, 1) * 2.0, x)
+        _assert_equal(compiled.output, x.repeat(2, 1) * 2.0)
+        verify_program(compiled)
+
+
+def test_auto_tiled_read_through_a_merged_view():
+    """The op reads x (2, 32, 64) through a merged (2*32) dim; its tiled coordinates
+    are derived over the loop-wide extent, so every tile reads its own rows (they
+    used to be simplified with the per-tile range and left the allocation)."""
+    x = torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(0)).half()
+    for unroll in (False, True):
+        with config.patch(max_span_bytes=4096, sencores=4, ignore_span_overflow_hints=False,
+                          unroll_loops=unroll):
+            compiled = run_spyre(lambda t: t.reshape(64, 64) * 2.0, x)
+        _assert_equal(compiled.output, x.reshape(64, 64) * 2.0)
+        assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
+        verify_program(compiled)
+
+
+# --------------------------------------------------------------------------- the check itself
+
+
+def _one_arg_spec(program, coords, device_size, tile):
+    import sympy
+
+    from spyre_rules.codegen.op_spec import OpSpec, TensorArg
+    from spyre_rules.facts.stick_layout import DataFormat
+
+    c0 = sympy.Symbol("c0", integer=True, nonnegative=True)
+    arg = TensorArg(is_input=False, arg_index=0, device_dtype=DataFormat.SEN169_FP16,
+                    device_size=device_size, device_coordinates=coords(c0),
+                    allocation={"hbm": 0}, name="buf0")
+    spec = OpSpec(op="iota", is_reduction=False, iteration_space={c0: (sympy.Integer(tile), 1)},
+                  args=[arg], op_info={"program": program(c0), "store": {"arg": 0, "value": 0},
+                                       "reduction_symbols": []},
+                  tiled_symbols=[[c0]])
+    return spec, c0
+
+
+def test_a_value_computed_from_a_tiled_index_is_refused():
+    """Every tile runs the same program from index 0: an iota over a tiled dim
+    would write tile 0's values into every tile."""
+    import sympy
+
+    from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
+
+    spec, c0 = _one_arg_spec(
+        lambda c: [{"op": "index_expr", "expr": c, "dtype": "float16"}],
+        lambda c: [sympy.Integer(0), c], [1, 64], 16,
+    )
+    with pytest.raises(TileTranslationError) as info:
+        check_rigid_tiles(spec, [4], "buf0 (aten ops: prims.iota.default)", {c0: 0})
+    assert str(info.value) == (
+        "buf0 (aten ops: prims.iota.default): coarse tiling cannot tile dim 0: the op "
+        "computes a value from its index along it (c0, e.g. an iota or a mask), which would "
+        "restart at 0 on every tile; leave that dim untiled"
+    )
+
+
+def test_rigid_tiles_inside_one_stick_pass_the_check():
+    import sympy
+
+    from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
+
+    spec, c0 = _one_arg_spec(
+        lambda c: [{"op": "constant", "value": 1.0, "dtype": "float16"}],
+        lambda c: [sympy.Integer(0), c], [1, 64], 16,
+    )
+    check_rigid_tiles(spec, [4], "buf0", {c0: 0})  # 16 elements move by 32 bytes each
