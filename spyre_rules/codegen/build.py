@@ -69,6 +69,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     if recorder.store_entry is None:
         raise UnsupportedGraph(f"{what}: its loop body stores nothing")
 
+    full_ranges = _full_ranges(op, symbols[:n_out], ranges)
     args = []
     for access in recorder.accesses:
         layout = state.layouts.get(access.buffer)
@@ -79,14 +80,21 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         else:
             kernel.args.output(access.buffer)
         dl = layout.device_layout
+        fixed = bool(getattr(layout, "per_tile_fixed", False))
+        # A moving tensor is addressed at sym + i*T by the loop, so its coordinates
+        # must hold over the tiled symbols' full ranges: derived over the per-tile
+        # range, floor(c/T) folds to 0 and Mod(c, T) to c, and the shift leaves the
+        # tensor (codegen/loops.py: a fixed or LX tensor never moves).
+        moving = not fixed and "lx" not in layout.allocation
         args.append(TensorArg(
             is_input=access.is_input,
             arg_index=-1,  # set once the kernel's argument list is complete
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
-            device_coordinates=_coordinates(layout, access.index, ranges, what),
+            device_coordinates=_coordinates(
+                layout, access.index, full_ranges if moving else ranges, what),
             allocation=dict(layout.allocation),
-            per_tile_fixed=bool(getattr(layout, "per_tile_fixed", False)),
+            per_tile_fixed=fixed,
             name=access.buffer,
         ))
     return OpSpec(
@@ -103,6 +111,32 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     )
 
 
+def _symbol_positions(op: ir.ComputedBuffer, out_symbols: list[Any]) -> list[int | None]:
+    """Per position in ``op.data.ranges``, the index of its iteration symbol (None: a
+    unit range the loop body dropped)."""
+    ranges = [int(r) for r in op.data.ranges]
+    if len(ranges) == len(out_symbols):
+        return list(range(len(ranges)))
+    kept = [d for d, r in enumerate(ranges) if r != 1]
+    return [kept.index(d) if d in kept else None for d in range(len(ranges))]
+
+
+def _full_ranges(op: ir.ComputedBuffer, out_symbols: list[Any],
+                 ranges: dict[Any, Any]) -> dict[Any, Any]:
+    """The iteration ranges before tiling: each tiled symbol's per-tile range times
+    the counts of every loop level that divides it (``loop_count``, outermost first)."""
+    levels = getattr(op, "loop_tiled_dims", None) or []
+    counts = getattr(op, "loop_count", None) or []
+    full = dict(ranges)
+    position = _symbol_positions(op, out_symbols) if levels else []
+    for count, dims in zip(counts, levels):
+        for d in dims:
+            if position[d] is not None:
+                sym = out_symbols[position[d]]
+                full[sym] = full[sym] * int(count)
+    return full
+
+
 def _tiled_symbols(op: ir.ComputedBuffer, out_symbols: list[Any]) -> list[list[Any]]:
     """``op.loop_tiled_dims`` (positions in ``data.ranges``, outermost level first) as
     iteration symbols, **innermost level first** (op_spec.py).  The loop body keeps
@@ -111,12 +145,7 @@ def _tiled_symbols(op: ir.ComputedBuffer, out_symbols: list[Any]) -> list[list[A
     levels = getattr(op, "loop_tiled_dims", None)
     if not levels:
         return []
-    ranges = [int(r) for r in op.data.ranges]
-    if len(ranges) == len(out_symbols):
-        position = list(range(len(ranges)))
-    else:
-        kept = [d for d, r in enumerate(ranges) if r != 1]
-        position = [kept.index(d) if d in kept else None for d in range(len(ranges))]
+    position = _symbol_positions(op, out_symbols)
     out = []
     for dims in levels:
         syms = [out_symbols[position[d]] for d in dims if position[d] is not None]
