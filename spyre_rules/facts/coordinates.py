@@ -13,7 +13,16 @@ the index is ``coeff * g`` where ``g`` is a loop var or a nest of ``floor(./b)``
 ``Mod(., m)`` around one; such a ``g`` takes exactly the values ``0..G-1``, so it is
 treated as its own term ``(g, coeff, coeff*G)``.  For a plain var this is the
 reference's ``(v, step, step*R)``, for ``coeff*Mod(v, M)`` with ``M < R`` it is the
-reference's ``(Mod, coeff, coeff*M)``.
+reference's ``(Mod, coeff, coeff*M)``.  Treating terms independently is exact only
+when their contributions to a dim can never carry into the next one, which holds
+for the indices this is applied to on the device side (the forward map and the
+per-tile indexer: each term walks one host dim).
+
+Host views (``host_coordinates``) get an exact descent instead: an index of a view
+whose rows straddle source rows (``x.view(3, 2)`` of a ``(2, 3)`` buffer reads
+``2*c0 + c1``) has terms that carry, so terms whose residues may carry are summed
+before they are divided (see :func:`_host_coordinates`).  ``access_coordinates``
+composes that with the forward map.
 
 No torch import: Inductor's ``FloorDiv`` / ``ModularIndexing`` / ``PythonMod`` /
 ``Identity`` are recognised by class name and rewritten into plain sympy.
@@ -24,8 +33,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from fractions import Fraction
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import sympy
