@@ -26,8 +26,8 @@ plan (graph_0): op, kind, decision, loop levels (host dim, tiles), reason; then 
         rule grouping.same_split: buf3 has the same split as the open run
         layout host [1, 4, 16, 64] float16 -> device_size [4, 16, 1, 1, 64] stride_map [1024, 64, -1, -1, 1] SEN169_FP16 @ hbm 188416
   buf6  copy           buf6 (copy of the buf3 tile into a full buffer)
-  buf4  pointwise      plan     (1, 10)  output span overflow
-        rule grouping.to_open_run: buf4 reads the open run and its split {1: 10} is legal and sufficient for buf4
+  buf4  pointwise      plan     (1, 10)  input span overflow for buf3; output span overflow
+        rule grouping.same_split: buf4 has the same split as the open run
         layout host [1, 40, 8, 64] float16 -> device_size [40, 8, 1, 1, 64] stride_map [512, 64, 64, -1, 1] SEN169_FP16 @ hbm 278528
   buf5  reduction:sum  no plan  -        no span exceeds the limit
         rule candidates.none
