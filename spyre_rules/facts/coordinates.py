@@ -13,7 +13,16 @@ the index is ``coeff * g`` where ``g`` is a loop var or a nest of ``floor(./b)``
 ``Mod(., m)`` around one; such a ``g`` takes exactly the values ``0..G-1``, so it is
 treated as its own term ``(g, coeff, coeff*G)``.  For a plain var this is the
 reference's ``(v, step, step*R)``, for ``coeff*Mod(v, M)`` with ``M < R`` it is the
-reference's ``(Mod, coeff, coeff*M)``.
+reference's ``(Mod, coeff, coeff*M)``.  Treating terms independently is exact only
+when their contributions to a dim can never carry into the next one, which holds
+for the indices this is applied to on the device side (the forward map and the
+per-tile indexer: each term walks one host dim).
+
+Host views (``host_coordinates``) get an exact descent instead: an index of a view
+whose rows straddle source rows (``x.view(3, 2)`` of a ``(2, 3)`` buffer reads
+``2*c0 + c1``) has terms that carry, so terms whose residues may carry are summed
+before they are divided (see :func:`_host_coordinates`).  ``access_coordinates``
+composes that with the forward map.
 
 No torch import: Inductor's ``FloorDiv`` / ``ModularIndexing`` / ``PythonMod`` /
 ``Identity`` are recognised by class name and rewritten into plain sympy.
@@ -21,9 +30,11 @@ No torch import: Inductor's ``FloorDiv`` / ``ModularIndexing`` / ``PythonMod`` /
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import sympy
@@ -36,6 +47,8 @@ __all__ = [
     "device_coordinates",
     "forward_coordinates",
     "host_coordinates",
+    "safe_mod",
+    "safe_substitute",
     "to_plain_sympy",
 ]
 
@@ -59,9 +72,9 @@ def to_plain_sympy(expr: Any) -> sympy.Expr:
     if name in ("FloorDiv", "CleanDiv") and len(args) == 2:
         return sympy.floor(args[0] / args[1])
     if name == "ModularIndexing" and len(args) == 3:
-        return sympy.Mod(sympy.floor(args[0] / args[1]), args[2])
-    if name in ("PythonMod", "Mod") and expr.func is not sympy.Mod and len(args) == 2:
-        return sympy.Mod(args[0], args[1])
+        return safe_mod(sympy.floor(args[0] / args[1]), args[2])
+    if name in ("PythonMod", "Mod") and len(args) == 2:
+        return safe_mod(args[0], args[1])
     if name == "Identity" and len(args) == 1:
         return args[0]
     return expr.func(*args)
@@ -116,11 +129,38 @@ def _extent(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> tuple[sympy
     return None
 
 
+def _max_value(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> Fraction | None:
+    """An upper bound of a non-negative floor/Mod/sum expression of loop vars (None: not one)."""
+    if isinstance(expr, sympy.Symbol):
+        return Fraction(ranges[expr] - 1) if expr in ranges else None
+    if expr.is_Rational:
+        return Fraction(int(expr.p), int(expr.q)) if expr >= 0 else None
+    parts = [_max_value(a, ranges) for a in expr.args]
+    if any(p is None for p in parts):
+        return None
+    if isinstance(expr, sympy.Add):
+        return sum(parts, Fraction(0))
+    if isinstance(expr, sympy.Mul):
+        return math.prod(parts, start=Fraction(1))
+    if isinstance(expr, sympy.floor):
+        return Fraction(math.floor(parts[0]))
+    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer and expr.args[1] > 0:
+        return min(parts[0], Fraction(int(expr.args[1]) - 1))
+    return None
+
+
 def _terms(
     index: Any,
     var_ranges: Mapping[Any, Any],
+    bounded: bool = False,
 ) -> tuple[list[tuple[sympy.Expr, int, float | int]], dict[sympy.Symbol, sympy.Symbol], str]:
-    """Split an index into ``(value, step, limit)`` terms over canonical loop symbols."""
+    """Split an index into ``(value, step, limit)`` terms over canonical loop symbols.
+
+    A term's value takes exactly the values ``0..limit/step - 1``.  With ``bounded``
+    a floor or Mod of a sum of loop vars (what Inductor emits for a view of a
+    permuted or sliced buffer) is also a term, with ``limit = step * (max + 1)``
+    an upper bound only: the exact host descent needs no more than that.
+    """
     try:
         expr = to_plain_sympy(index)
     except (sympy.SympifyError, TypeError) as exc:
@@ -152,7 +192,7 @@ def _terms(
         canon[sym] = new
         back[new] = sym
         ranges[new] = rng
-    expr = expr.xreplace({**zeros, **canon})
+    expr = safe_substitute(expr, {**zeros, **canon})
     expr = sympy.expand_mul(expr, deep=False)
 
     terms: list[tuple[sympy.Expr, int, float | int]] = []
@@ -174,6 +214,9 @@ def _terms(
         if rest.free_symbols - ranges.keys():
             raise fail(f"term {shown_piece} mixes loop vars with non-loop symbols")
         ext = _extent(rest, ranges)
+        if ext is None and bounded and isinstance(rest, (sympy.floor, sympy.Mod)):
+            top = _max_value(rest, ranges)
+            ext = None if top is None else (rest, int(top) + 1)
         if ext is None:
             raise fail(
                 f"term {shown_piece} is not coeff * (var | floor(var/b) | Mod(var, m), nested)"
@@ -232,7 +275,7 @@ def _coordinates_uncached(
     def add(d: int, value: sympy.Expr, step: int, limit: float | int) -> None:
         moved = value * step
         if next_stride[d] < limit:
-            moved = sympy.Mod(moved, next_stride[d])
+            moved = safe_mod(moved, next_stride[d])
         coords[d] = coords[d] + sympy.floor(moved / strides[d])
 
     for value, step, limit in terms:
@@ -253,7 +296,7 @@ def _coordinates_uncached(
             add(d, value, step, limit)
         if primary is not None:
             add(primary, value, step, limit)
-    return tuple(c.xreplace(back) for c in coords)
+    return tuple(safe_substitute(c, back) for c in coords)
 
 
 def _layout_of(layout: Any) -> Any:
@@ -292,7 +335,129 @@ def host_coordinates(
                     f"{what}[{i}] = {list(raw)[i]!r} is not a non-negative integer "
                     f"(in {what} {list(raw)!r})"
                 )
-    return _coordinates(sizes, strides, index, var_ranges)
+    return _host_coordinates(sizes, strides, index, var_ranges)
+
+
+# --------------------------------------------------------------------------- host views: exact descent
+
+
+def safe_mod(p: sympy.Expr, q: Any) -> sympy.Expr:
+    """``Mod(p, q)`` for non-negative integer ``p``, never built in the shape sympy gets wrong.
+
+    sympy 1.14 rewrites ``Mod(k*Mod(x, a), q)`` wrongly (``Mod(4*Mod(x, 35), 28)``
+    becomes ``4*Mod(Mod(x, 35)**2, 7)``).  A product with a Mod factor is therefore
+    reduced by hand: the common factor ``g = gcd(k, q)`` comes out
+    (``g*Mod((k/g)*m, q/g)``), and what is left with a coefficient ``> 1`` is
+    written ``p - q*floor(p/q)``.
+    """
+    q = sympy.sympify(q)
+    if not (isinstance(p, sympy.Mul) and any(isinstance(f, sympy.Mod) for f in p.args)):
+        return sympy.Mod(p, q)
+    coeff, rest = p.as_coeff_Mul()
+    qi = _as_int(q)
+    if coeff.is_Integer and qi is not None and coeff > 1:
+        g = math.gcd(int(coeff), qi)
+        if g > 1:
+            return g * safe_mod((coeff // g) * rest, qi // g)
+    if coeff == 1 and isinstance(rest, sympy.Mod):
+        return sympy.Mod(rest, q)
+    return p - q * sympy.floor(p / q)
+
+
+def safe_substitute(expr: sympy.Expr, mapping: Mapping[Any, sympy.Expr]) -> sympy.Expr:
+    """``expr.xreplace(mapping)`` rebuilding every Mod with :func:`safe_mod`."""
+    if expr in mapping:
+        return mapping[expr]
+    if not expr.args:
+        return expr
+    args = [safe_substitute(a, mapping) for a in expr.args]
+    if expr.func is sympy.Mod:
+        return safe_mod(*args)
+    return expr.func(*args)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """Index terms decomposed as one value (so carries between them are kept):
+    every value is a multiple of ``grain`` and at most ``hi``."""
+
+    value: sympy.Expr
+    hi: int
+    grain: int
+
+    def residue_bound(self, s: int) -> int:
+        """An upper bound of ``value mod s``."""
+        if self.grain % s == 0:
+            return 0
+        return min(self.hi, s - math.gcd(self.grain, s))
+
+
+def _merge(groups: list[_Group]) -> _Group:
+    return _Group(
+        value=sympy.Add(*(g.value for g in groups)),
+        hi=sum(g.hi for g in groups),
+        grain=functools.reduce(math.gcd, (g.grain for g in groups)),
+    )
+
+
+def _host_coordinates(
+    sizes: Sequence[int], strides: Sequence[int], index: Any, var_ranges: Mapping[Any, Any]
+) -> list[sympy.Expr]:
+    """Host coordinates of a flat storage index in a non-overlapping strided view.
+
+    The exact decomposition divides by the live strides from the largest down:
+    ``coord = floor(rest / s)``, ``rest = Mod(rest, s)`` (exact for every element of
+    a view whose strides do not overlap).  The index's additive terms are carried
+    through separately while their residues provably cannot carry into the next
+    digit (the sum of their residue bounds stays below the stride); otherwise the
+    terms that may carry are summed into one group first, so ``x.view(3, 2)`` of
+    a ``(2, 3)`` buffer gets ``floor((2*c0 + c1)/3)`` and ``Mod(2*c0 + c1, 3)``,
+    never the carry-less ``c1 + Mod(2*c0, 3)`` that can reach 3.
+    """
+    terms, back, shown = _terms(index, var_ranges, bounded=True)
+    n = len(sizes)
+    live = sorted((d for d in range(n) if sizes[d] > 1 and strides[d] > 0),
+                  key=lambda d: strides[d])
+    for lower, upper in zip(live, live[1:]):
+        if strides[upper] < strides[lower] * sizes[lower]:
+            raise CoordinateError(
+                f"cannot derive coordinates of index {shown}: host view of size {list(sizes)} "
+                f"stride {list(strides)} overlaps itself (dim {upper} stride {strides[upper]} "
+                f"< dim {lower} extent {strides[lower] * sizes[lower]})"
+            )
+    groups = []
+    for value, step, limit in terms:
+        if limit == _INF:  # the constant offset
+            c = int(value)
+            groups.append(_Group(sympy.Integer(c), c, c))
+        else:
+            groups.append(_Group(value * step, int(limit) - step, step))
+
+    coords: list[sympy.Expr] = [sympy.Integer(0)] * n
+    for d in reversed(live):
+        s = strides[d]
+        carrying = [g for g in groups if g.residue_bound(s) > 0]
+        if len(carrying) > 1 and sum(g.residue_bound(s) for g in carrying) > s - 1:
+            groups = [g for g in groups if g not in carrying] + [_merge(carrying)]
+        digit = sympy.Integer(0)
+        rest = []
+        for g in groups:
+            if g.hi < s:
+                rest.append(g)
+                continue
+            digit += sympy.floor(g.value / s)
+            if g.grain % s:
+                rest.append(_Group(safe_mod(g.value, s), min(g.hi, s - 1), math.gcd(g.grain, s)))
+        coords[d] = digit
+        groups = rest
+    groups = [g for g in groups if g.hi > 0]
+    if groups:
+        left = " + ".join(str(g.value.xreplace(back)) for g in groups)
+        raise CoordinateError(
+            f"cannot derive coordinates of index {shown}: {left} is not a multiple of the "
+            f"smallest stride of host view size {list(sizes)} stride {list(strides)}"
+        )
+    return [safe_substitute(c, back) for c in coords]
 
 
 # --------------------------------------------------------------------------- accesses of a buffer
@@ -343,4 +508,5 @@ def access_coordinates(
     local = to_plain_sympy(sympy.sympify(index)) - int(host_offset)
     host = host_coordinates(size, stride, local, var_ranges)
     forward, syms = forward_coordinates(_layout_of(layout), size, stride)
-    return [c.xreplace(dict(zip(syms, host))) for c in forward]
+    mapping = dict(zip(syms, host))
+    return [safe_substitute(c, mapping) for c in forward]

@@ -644,6 +644,8 @@ def divisors(n: int) -> list[int]:
     return low + high[::-1]
 
 
+from spyre_rules.facts.alignment import reads_dim_by_own_symbol  # noqa: E402  (binds op_facts lazily)
+
 #: Prelude fact name -> its Python binding (what the rule engine binds).
 FACTS: dict[str, Any] = {
     fn.__name__: fn
@@ -652,7 +654,7 @@ FACTS: dict[str, Any] = {
         has_static_layout, has_indirect_reads, has_user_hints, rank, extent, layout,
         read_buffers, output_symbols, output_dim, reduction_symbols, output_coords,
         has_output_coords, full_output_coords, input_reads, read_coords, read_host_coords,
-        within_stick_dim, host_size, stick_elems, divisors,
+        within_stick_dim, host_size, stick_elems, divisors, reads_dim_by_own_symbol,
     )
 }
 
@@ -684,6 +686,7 @@ SIGNATURES: dict[str, str] = {
     "host_size": "(layout: Layout, dim: int) -> int?",
     "stick_elems": "(layout: Layout) -> int",
     "divisors": "(n: int) -> list[int]",
+    "reads_dim_by_own_symbol": "(op: Op, buffer: str, dim: int) -> bool",
 }
 
 __all__ = ["FACTS", "SIGNATURES", "OpFacts", "clear_cache", "is_auto_hint", "op_facts", *FACTS]

@@ -23,8 +23,11 @@ def _chain(a):
 
 
 def _conform(a):
-    c = a + 1
-    d = c[:, :, :8, :] * 2  # its own plan is {1: 4}; the run's {1: 5} also fits it
+    # a is fp32: the cast reads 4-byte elements and needs {1: 10}; d's own plan is
+    # {1: 5} and the run's {1: 10} also fits it.  (This used to read c[:, :, :8, :]
+    # with an own plan of {1: 4}, which left the read of c spanning 10,240 bytes.)
+    c = a.half()
+    d = c * 2
     return c, d
 
 
@@ -83,18 +86,18 @@ def test_synthetic_hints_are_stamped_like_user_hints(chain):
 
 
 def test_conforming_consumer_adopts_the_run_split(x):
-    ops = capture("conform", _conform, x)
+    ops = capture("conform32", _conform, x.float())
     with config.patch(max_span_bytes=8192):
         own = {d.op: d.plan.splits for d in spyre_rules.engine.plan_graph(ops)}
-    assert own == {"buf0": ((1, 5),), "buf1": ((1, 4),)}
+    assert own == {"buf0": ((1, 10),), "buf1": ((1, 5),)}
     with without_hints(ops), config.patch(**ON):
         outcome = group_operations(ops)
         groups = outcome.groups
-        assert [h.split_count for h in by_name(ops, "buf1").dim_hints] == [5]
+        assert [h.split_count for h in by_name(ops, "buf1").dim_hints] == [10]
     assert [([o.get_name() for o in g], lv) for g, lv in groups] == [
-        (["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+        (["buf0", "buf1"], [(10000, sympy.Integer(10), False)])]
     assert outcome.actions["buf1"].rule == "to_open_run"
-    assert_span_safe(by_name(ops, "buf1"), ((1, 5),), 8192)
+    assert_span_safe(by_name(ops, "buf1"), ((1, 10),), 8192)
 
 
 def test_reduction_reading_the_open_run_is_rejected(x):

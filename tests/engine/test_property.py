@@ -82,7 +82,7 @@ def _cap(legal, required, bounds):
 
 def _overflows(coords, out_syms, limit):
     return [c for c in coords if not c.is_stick and c.symbols and c.symbols <= out_syms
-            and c.span_bytes is not None and c.span_bytes > limit]
+            and c.span_bytes is not None and c.span_elems > 1 and c.span_bytes > limit]
 
 
 def _valid(op, tile, limit, ev):
@@ -101,7 +101,7 @@ def _valid(op, tile, limit, ev):
                     return False
     full = facts.full_output_coords(op, tile)
     return bool(full) and all(c.span_bytes is not None and c.span_bytes <= limit
-                              for c in full if not c.is_stick and c.symbols)
+                              for c in full if not c.is_stick and c.symbols and c.span_elems != 1)
 
 
 def brute_force(op, decision, limit, ev):

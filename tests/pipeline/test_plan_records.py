@@ -163,17 +163,19 @@ def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
 
 
 def _conform(a):
-    c = a + 1
-    d = c[:, :, :8, :] * 2
+    # a is fp32: the cast needs {1: 10}; d's own plan is {1: 5}.  (This used to read
+    # c[:, :, :8, :] with an own plan of {1: 4}: the read of c spanned 10,240 bytes.)
+    c = a.half()
+    d = c * 2
     return c, d
 
 
 def test_conforming_op_runs_the_open_runs_split():
-    ops = capture_auto(_conform, h(1, 20, 16, 64))
+    ops = capture_auto(_conform, h(1, 20, 16, 64).float())
     record = records(ops)["buf1"]
     assert (record["own_plan"], record["levels"], record["rule"]) == (
-        [[1, 4]], [[1, 5]], "grouping.to_open_run")
+        [[1, 5]], [[1, 10]], "grouping.to_open_run")
     assert record["rule_message"] == (
-        "buf1 reads the open run and its split {1: 5} is legal and sufficient for buf1")
+        "buf1 reads the open run and its split {1: 10} is legal and sufficient for buf1")
     assert [op.get_name() for op in ops] == ["buf0", "buf2", "buf1"]  # buf2: buf0's full copy
     assert list(records(ops)) == ["buf0", "buf2", "buf1"]

@@ -1,0 +1,180 @@
+"""Planner oracle: the planner's answer is the first combination the verifier accepts.
+
+Over seeded random ops (Pointwise ops over permuted inputs and reductions over
+every axis, fp16/fp32, ranks 1-4, limits 1-64 KiB), the planner's decision must
+equal a brute force written here that knows nothing of the policy's facts: it
+walks every combination of the legal split counts of the host dims the search
+considers, in the policy's cost order, and accepts the first one the
+independent verifier (``verify_spans``, enumeration) accepts on every access the
+tiled code performs:
+
+* the per-tile output buffer;
+* each tile's write into the full output buffer (the output may be read outside
+  the loop), per tile at its shifted symbols;
+* each tile's input reads over the whole inner device extent (coordinates driven
+  by a reduction symbol excepted: output-range tiling cannot shrink those).
+
+The planner is ``Unsupported`` exactly when no combination exists; an op left
+without a plan must fit untiled or have no split of any output dim that fits.  Each program is captured once and planned at
+several limits, so the test stays in the tens of seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+import sympy
+import torch
+
+import spyre_rules
+import spyre_rules.engine
+from spyre_rules import config
+from spyre_rules.engine.api import evaluator
+from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
+from spyre_rules.facts.op_facts import op_facts
+from spyre_rules.facts.per_tile import split_by_symbol
+from spyre_rules.facts.stick_layout import dtype_info
+
+from helpers import _check_coords, by_name
+
+PROGRAMS = 48
+LIMITS_PER_PROGRAM = 7
+LIMITS = [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536]
+SIZES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128]
+
+
+def _program(seed: int):
+    rng = random.Random(seed)
+    dtype = rng.choice([torch.float16, torch.float32])
+    rank = rng.randint(1, 4)
+    while True:
+        shape = [rng.choice(SIZES) for _ in range(rank - 1)] + [rng.choice([64, 128, 32, 96] + SIZES)]
+        if 256 <= math.prod(shape) * dtype.itemsize <= 96 * 1024:
+            break
+    perm = list(range(rank))
+    rng.shuffle(perm)
+    kind = rng.choice(["pointwise", "add_permuted", "reduction"] if rank > 1 else ["pointwise"])
+    x = torch.randn(*shape).to(dtype)
+    if kind == "pointwise":
+        return f"x.permute({perm}) * 2 on {shape} {dtype}", (lambda t: t.permute(perm) * 2.0), (x,)
+    if kind == "add_permuted":
+        y = torch.randn(*[shape[p] for p in perm]).to(dtype)
+        return (f"x.permute({perm}) + y on {shape} {dtype}",
+                (lambda a, b: a.permute(perm) + b), (x, y))
+    dim = rng.randrange(rank)
+    op = rng.choice(["sum", "amax"])
+    fn = (lambda t: t.permute(perm).sum(dim=dim)) if op == "sum" else \
+        (lambda t: t.permute(perm).amax(dim=dim))
+    return f"x.permute({perm}).{op}(dim={dim}) on {shape} {dtype}", fn, (x,)
+
+
+# ------------------------------------------------------------------ the verifier side
+
+
+def _problems(op, key, limit):
+    """Every access the tiled code performs, measured by the verifier (empty: fits)."""
+    facts = op_facts(op)
+    view = facts.output_view(key)
+    if not view:
+        return [f"no per-tile view: {view}"]
+    problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
+                             view.range_map, view.itemsize, limit, {})
+    layout, write = op.layout, facts.write
+    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
+    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
+    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
+    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
+                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
+    for read in facts.input_reads():
+        dep, rl = facts.dep_of(read), read.layout
+        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
+                                    dep.index, dep.ranges)
+        reduction_syms = set(dep.ranges) - set(write.ranges)
+        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
+        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
+        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
+        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
+                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
+    return problems
+
+
+def _cost(counts):
+    return (math.prod(counts), sum(1 for k in counts if k > 1), max(counts), list(counts))
+
+
+def brute_force(op, dims, limit, ev):
+    """The first combination, in cost order, the verifier accepts (None: none does)."""
+    lists = [ev.legal_splits(op, d) for d in dims]
+    for counts in sorted(itertools.product(*lists), key=_cost):
+        if all(k == 1 for k in counts):
+            continue
+        key = tuple(sorted((d, k) for d, k in zip(dims, counts) if k > 1))
+        if not _problems(op, key, limit):
+            return key
+    return None
+
+
+def _search_dims(decision):
+    """The host dims the search considered: those of the emitted candidates, by pressure."""
+    pressure: dict[int, list[int]] = {}
+    emits = [(s.values["host_dim"], s.values["span_bytes"]) for s in decision.trace
+             if s.section == "candidates" and s.outcome == "emit"]
+    for i, (d, span) in enumerate(emits):
+        entry = pressure.setdefault(d, [span, i])
+        entry[0] = max(entry[0], span)
+    return sorted(pressure, key=lambda d: (-pressure[d][0], pressure[d][1]))
+
+
+CASES = [(seed, limit) for seed in range(PROGRAMS)
+         for limit in random.Random(seed).sample(LIMITS, LIMITS_PER_PROGRAM)]
+_CAPTURED: dict[int, tuple] = {}
+
+
+def _captured(seed):
+    if seed not in _CAPTURED:
+        what, fn, inputs = _program(seed)
+        torch._dynamo.reset()
+        _CAPTURED[seed] = (what, spyre_rules.capture_operations(fn, *inputs))
+    return _CAPTURED[seed]
+
+
+@pytest.mark.parametrize("seed", range(PROGRAMS))
+def test_planner_equals_verifier_brute_force(seed):
+    what, ops = _captured(seed)
+    for limit in random.Random(seed).sample(LIMITS, LIMITS_PER_PROGRAM):
+        with config.patch(max_span_bytes=limit, sencores=1):
+            decisions = spyre_rules.engine.plan_graph(ops)
+            ev = evaluator()
+            for decision in decisions:
+                op = by_name(ops, decision.op)
+                with ops.graph_context(0):
+                    where = f"{what} at {limit} B: {decision.op} {decision.decision} {decision.reason}"
+                    if decision.decision == "no plan":
+                        # Nothing to tile: the op fits untiled, or no split of any of
+                        # its output dims makes it fit (never a refused safe plan).
+                        if op_facts(op).write is not None and _problems(op, (), limit):
+                            dims = list(range(len(op.data.ranges)))
+                            assert brute_force(op, dims, limit, ev) is None, where
+                        continue
+                    expected = brute_force(op, _search_dims(decision), limit, ev)
+                    got = decision.plan.splits if decision.plan else None
+                    got = None if got is None else tuple(sorted((int(d), int(k)) for d, k in got))
+                    assert got == expected, where
+
+
+def test_a_plan_the_old_full_buffer_rule_refused():
+    """(96, 192) fp16 at 4 KiB, one core: {0: 3, 1: 3} leaves the stick-tile coordinate
+    one value per tile; the full-buffer write fits by the verifier."""
+    x, y = torch.randn(96, 192).half(), torch.randn(96, 192).half()
+    torch._dynamo.reset()
+    ops = spyre_rules.capture_operations(lambda a, b: a + b, x, y)
+    with config.patch(max_span_bytes=4096, sencores=1):
+        (decision,) = spyre_rules.engine.plan_graph(ops)
+        assert decision.decision == "plan"
+        assert tuple(decision.plan.splits) == ((0, 3), (1, 3))
+        with ops.graph_context(0):
+            assert _problems(by_name(ops, decision.op), ((0, 3), (1, 3)), 4096) == []
