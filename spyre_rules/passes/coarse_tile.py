@@ -21,8 +21,10 @@ refused.
 Group forms (all may be mixed in one list):
 
 * ``(ops, K)``                 -- one level, divides dim 0 (or ``tiled_dims=``);
-* ``(ops, K, [d, ...])``       -- one level, divides each listed dim by K;
-* ``(ops, [(K1, [d]), (K2, [d, e])])`` -- nested levels with explicit dims;
+* ``(ops, K, [d])``            -- one level, divides dim d by K;
+* ``(ops, [(K1, [d]), (K2, [e])])`` -- nested levels with explicit dims (a level
+  tiles one dim per op: its iterations take tile i of every dim it lists, so two
+  dims in one level would cover only the diagonal tiles, and are refused);
 * ``(ops, [(hint_id, K, is_reduction_level), ...])`` -- levels resolved per op
   through ``op.dim_hints`` (``DimHint.host_dim``), as produced by
   ``hints_to_coarse_tile_groups`` and the automatic planner (``(hint_id, K)``
@@ -240,6 +242,14 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
             )
     if len(set(dims)) != len(dims):
         raise CoarseTileError(f"coarse_tile: {where}: dims {list(dims)} repeat a dim")
+    if len(dims) > 1 and level.count > 1:
+        # Iteration i of a level takes tile i of every dim it tiles, so tiling two
+        # dims of one op in one level would run only the diagonal tiles.
+        raise CoarseTileError(
+            f"coarse_tile: {where}: one loop level cannot tile several dims {list(dims)} of "
+            f"{op_description(op)} by {level.count}: its {level.count} iterations would cover "
+            f"only the diagonal tiles; give each dim its own level"
+        )
     return list(dims)
 
 

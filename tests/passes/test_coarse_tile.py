@@ -124,12 +124,25 @@ def test_flat_form_tiles_dim_0_by_default(capture):
 
 def test_flat_form_with_dims(capture):
     ops = capture(add_mul, *seed_inputs(named=False))
-    coarse_tile(ops, [(list(ops), 2, [0, 1])])
+    coarse_tile(ops, [(list(ops), 2, [1])])
     for op in ops:
-        assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[0, 1]])
-        assert op.data.ranges == [512, 2048]
+        assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[1]])
+        assert op.data.ranges == [1024, 2048]
         assert list(op.layout.stride) == [2048, 1]
-        assert device(op) == ([32, 512, 64], [64, 2048, 1])
+        assert device(op) == ([32, 1024, 64], [64, 2048, 1])
+
+
+def test_one_level_refuses_several_dims_of_one_op(capture):
+    """Iteration i of a level takes tile i of each dim it tiles: (2, [0, 1]) would run only
+    the two diagonal tiles of four and leave the rest unwritten."""
+    ops = capture(add_mul, *seed_inputs(named=False))
+    with pytest.raises(CoarseTileError) as err:
+        coarse_tile(ops, [(list(ops), 2, [0, 1])])
+    assert str(err.value) == (
+        "coarse_tile: group 0 level 0: one loop level cannot tile several dims [0, 1] of buf0 "
+        "(aten ops: add.Tensor) by 2: its 2 iterations would cover only the diagonal tiles; "
+        "give each dim its own level")
+    assert [op.data.ranges for op in ops] == [[1024, 4096], [1024, 4096]]
 
 
 def test_separate_groups_get_their_own_ids(capture):
