@@ -1,0 +1,464 @@
+"""Mutation fuzzer of the ``.rules`` checker.
+
+Each input is the bundled policy (``rules/*.rules``) with one or more files
+mutated by one of these classes:
+
+* ``token``: delete, duplicate, swap or replace tokens (keywords, names, symbols);
+* ``structure``: drop, repeat or move lines and items, duplicate a section, truncate;
+* ``cross-file``: move or copy an item to another file, drop a file, duplicate or
+  rename one (a second prelude, a policy without one);
+* ``numeric``: boundary and huge integers (2**63, 4,000+ digits), units, zero divisors;
+* ``template``: placeholders and braces in messages (``\\{``, ``{{``, ``{op.__class__}``,
+  ``{a.b.c}``, unclosed braces);
+* ``deep``: deep and unclosed nesting of brackets and operators;
+* ``long``: very long names, strings, numbers, comments, expressions and items;
+* ``special``: special text and bytes (NUL, BOM, CR, tabs, backslash-newline,
+  Unicode line separators, non-UTF-8 and random bytes).
+
+Inputs are checked in a worker process, one at a time with a time limit: an
+input still running after ``--timeout`` seconds is a *hang* (the worker is
+killed and restarted).  Outcomes: ``clean`` (no diagnostic), ``diagnostics``,
+``crash`` (an exception escaped the checker), ``hang``, and ``bad span`` (a
+diagnostic outside its file's lines and columns, or naming a file that was not
+checked).  Every fourth input also compares the fast lexer's tokens with
+lark's on each mutated file (``lexer mismatch``).  The report gives the counts,
+the inputs slower than 2 s, and the checker's median and p99 time per input.
+
+Run: ``python bench/fuzz_rules.py --count N --seed S [--timeout T] [--dump DIR] [--json OUT]``;
+``--start`` and ``--json`` split a long campaign over several processes.
+Input ``i`` of seed ``S`` is always the same (``--only i`` re-runs one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CLASSES = ("token", "structure", "cross-file", "numeric", "template", "deep", "long", "special")
+OUTCOMES = ("clean", "diagnostics", "crash", "hang", "bad span", "lexer mismatch")
+SLOW_SECONDS = 2.0
+TOKEN = re.compile(rb'#[^\n]*|"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9_]*|//|==|!=|<=|>=|->|\S')
+ITEM_START = re.compile(rb"^\s*(const|extern|record|fact|config|let|skip|reject|pass|join|conform|start|single|"
+                        rb"require|splits|bound|order|required|cost|exhausted|[a-z_]+\s*:)", re.M)
+WORDS = [b"const", b"let", b"skip", b"reject", b"when", b"because", b"and", b"or", b"not", b"in", b"is",
+         b"known", b"unknown", b"emit", b"for", b"if", b"splits", b"bound", b"order", b"by", b"cost",
+         b"required", b"exhausted", b"config", b"record", b"fact", b"extern", b"type", b"true", b"false",
+         b"op", b"x", b"c", b"tile", b"c.span_bytes", b"config.max_span_bytes", b"config.dump_dir",
+         b"AUTO_SPLIT_CAP", b"len", b"min", b"max", b"sum", b"sorted", b"ceil_div", b"legal_splits",
+         b"conforms", b"{}", b"[]", b"()", b"(", b")", b"[", b"]", b"{", b"}", b";", b",", b":", b".",
+         b"?", b"->", b"==", b"+", b"-", b"*", b"//", b"%", b"|", b"&", b"subset", b"is known"]
+NUMBERS = [b"0", b"1", b"-1", b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808",
+           b"18446744073709551616", b"4294967296 * 4294967296", b"8 TiB * 1048576", b"1_000_000",
+           b"1 XiB", b"0 // 0", b"5 % 0", b"ceil_div(1, 0)", b"9" * 4000, b"9" * 4400 + b" * 2",
+           b"(" + b"9" * 4000 + b" * " + b"9" * 4000 + b")", b"1__", b"0x10", b"00012", b"1e9"]
+TEMPLATES = [rb'"cls=\{op.__class__.__mro__\}"', rb'"\{op.__class__.__init__.__globals__\}"',
+             rb'"{op.__class__}"', rb'"{op.__dict__}"', rb'"{c.__class__}"', rb'"{c.span_bytes.__class__}"',
+             rb'"x \{ y"', rb'"\{__ctx__\}"', rb'"{__ctx__}"', rb'"{{x}}"', rb'"{x"', rb'"x}"', rb'"{}"',
+             rb'"{a.b.c}"', rb'"{config.max_span_bytes}"', rb'"{config.dump_dir}"', rb'"{config}"',
+             rb'"{op}{op}{op"', rb'"\\{op}"', rb'"{ op }"', rb'"{1}"', rb'"{op.x.y.z}"', rb'"\{{op}\}"']
+SPECIAL = [b"\x00", b"\xef\xbb\xbf", b"\r", b"\r\n", b"\t", b"\x0b", b"\x0c", b"\\\n", b"\"\\\n\"",
+           "\u2028".encode(), "\u2029".encode(), "\x85".encode(), "é".encode(), "\U0001f600".encode(),
+           b"\xff", b"\xc3", b"\xe2\x82", b"\x80", b"\"", b"\"abc", b"\\", b"#", b"$", b"@", b"`", b"\x1b[0m"]
+PRELUDE = "prelude.rules"
+
+
+# ------------------------------------------------------------------- mutations
+
+def _tokens(data: bytes) -> list[tuple[int, int]]:
+    return [m.span() for m in TOKEN.finditer(data) if not m.group().startswith(b"#")]
+
+
+def _pos(rng: random.Random, data: bytes, spans) -> int:
+    return rng.choice(rng.choice(spans)) if spans else rng.randrange(len(data) + 1)
+
+
+def _insert(rng: random.Random, data: bytes, piece: bytes) -> bytes:
+    pos = _pos(rng, data, _tokens(data))
+    return data[:pos] + piece + data[pos:]
+
+
+def _token(rng, data):
+    spans = _tokens(data)
+    if not spans:
+        return data + rng.choice(WORDS)
+    a, b = rng.choice(spans)
+    kind = rng.randrange(5)
+    if kind == 0:
+        return data[:a] + data[b:]
+    if kind == 1:
+        return data[:b] + b" " + data[a:b] + data[b:]
+    if kind == 2 and len(spans) > 1:
+        i = rng.randrange(len(spans) - 1)
+        (a, b), (c, d) = spans[i], spans[i + 1]
+        return data[:a] + data[c:d] + data[b:c] + data[a:b] + data[d:]
+    if kind == 3:
+        return data[:a] + rng.choice(WORDS) + data[b:]
+    return data[:a] + rng.choice(WORDS) + b" " + data[a:]
+
+
+def _items(data: bytes) -> list[tuple[int, int]]:
+    """Rough item spans: from an item keyword at a line start to the next `;`."""
+    out = []
+    for m in ITEM_START.finditer(data):
+        end = data.find(b";", m.start())
+        if end > 0:
+            out.append((m.start(), end + 1))
+    return out
+
+
+def _structure(rng, data):
+    lines = data.split(b"\n")
+    kind = rng.randrange(6)
+    if kind == 0 and len(lines) > 1:
+        del lines[rng.randrange(len(lines))]
+        return b"\n".join(lines)
+    if kind == 1:
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(lines))
+        return b"\n".join(lines)
+    if kind == 2:
+        return data[:rng.randrange(len(data) + 1)]
+    items = _items(data)
+    if kind == 3 and items:  # move an item
+        a, b = rng.choice(items)
+        rest = data[:a] + data[b:]
+        pos = rng.randrange(len(rest) + 1)
+        return rest[:pos] + data[a:b] + rest[pos:]
+    if kind == 4 and items:  # duplicate an item in place
+        a, b = rng.choice(items)
+        return data[:b] + b"\n" + data[a:b] + data[b:]
+    # duplicate a whole section (or the file)
+    m = re.search(rb"\n([a-z]+) \{", data)
+    if m:
+        end = data.find(b"\n}", m.start())
+        if end > 0:
+            return data + data[m.start():end + 2]
+    return data + data
+
+
+def _cross_file(rng, files):
+    files = list(files)
+    i = rng.randrange(len(files))
+    name, data = files[i]
+    kind = rng.randrange(5)
+    if kind == 0 and len(files) > 1:  # move an item to another file
+        items = _items(data)
+        j = rng.choice([k for k in range(len(files)) if k != i])
+        if items:
+            a, b = rng.choice(items)
+            files[i] = (name, data[:a] + data[b:])
+            files[j] = (files[j][0], files[j][1] + b"\n" + data[a:b] + b"\n")
+        return files
+    if kind == 1 and len(files) > 1:  # drop a file
+        del files[i]
+        return files
+    if kind == 2:  # a second copy under another name
+        files.append((f"copy_{i}.rules", data))
+        return files
+    if kind == 3:  # rename: a second prelude, or the prelude under another name
+        new = PRELUDE if not name.endswith(PRELUDE) else "not_prelude.rules"
+        files[i] = (str(Path(name).with_name(new)), data)
+        return files
+    j = rng.randrange(len(files))  # copy an item to another file
+    items = _items(data)
+    if items:
+        a, b = rng.choice(items)
+        files[j] = (files[j][0], files[j][1] + b"\n" + data[a:b] + b"\n")
+    return files
+
+
+def _numeric(rng, data):
+    ints = [m.span() for m in re.finditer(rb"(?<![A-Za-z_0-9])[0-9][0-9_]*", data)]
+    piece = rng.choice(NUMBERS)
+    if ints and rng.random() < 0.8:
+        a, b = rng.choice(ints)
+        return data[:a] + piece + data[b:]
+    return data + b"\nconst FUZZ_N = " + piece + b";\nconst FUZZ_M = FUZZ_N * FUZZ_N;\n"
+
+
+def _template(rng, data):
+    strings = [m.span() for m in re.finditer(rb'"(?:[^"\\\n]|\\[^\n])*"', data)]
+    piece = rng.choice(TEMPLATES)
+    if strings and rng.random() < 0.7:
+        a, b = rng.choice(strings)
+        if rng.random() < 0.5:
+            return data[:a] + piece + data[b:]
+        inner = piece[1:-1]
+        pos = rng.randrange(a + 1, b)
+        return data[:pos] + inner + data[pos:]
+    return data + b"\neligibility {\n  reject fuzz when is_computed_buffer(op) because " + piece + b";\n}\n"
+
+
+def _deep(rng, data):
+    n = rng.choice([50, 101, 500, 1001, 4000, 20000])
+    opener, closer = rng.choice([(b"(", b")"), (b"[", b"]"), (b"{", b"}"), (b"not ", b""), (b"- ", b""),
+                                 (b"((((1,", b""), (b"f(", b")"), (b"x.", b""), (b"[1 for a in ", b"]")])
+    body = opener * n + b"1" + (closer * n if rng.random() < 0.5 else b"")
+    if rng.random() < 0.5:
+        return data + b"\nconst FUZZ_DEEP = " + body + b";\n"
+    return _insert(rng, data, body)
+
+
+def _long(rng, data):
+    n = rng.choice([1000, 5000, 20000, 120000])
+    kind = rng.randrange(6)
+    if kind == 0:
+        piece = b"n" * n
+    elif kind == 1:
+        piece = b'"' + b"s{op}" * (n // 5) + b'"'
+    elif kind == 2:
+        piece = b"7" * n
+    elif kind == 3:
+        piece = b"# " + b"c" * n + b"\n"
+    elif kind == 4:
+        piece = b"1" + b" + 1" * (n // 2)
+    else:
+        piece = b"".join(b"const L%d = %d;\n" % (k, k) for k in range(n // 10))
+    return _insert(rng, data, piece)
+
+
+def _special(rng, data):
+    kind = rng.randrange(4)
+    if kind == 0:
+        return _insert(rng, data, rng.choice(SPECIAL))
+    if kind == 1:
+        pos = rng.randrange(len(data) + 1)
+        return data[:pos] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8))) + data[pos:]
+    if kind == 2:  # every newline of the file turned into another line ending
+        return data.replace(b"\n", rng.choice([b"\r\n", b"\r", "\u2028".encode(), b"\\\n"]))
+    return rng.choice(SPECIAL) + data
+
+
+_SINGLE = {"token": _token, "structure": _structure, "numeric": _numeric, "template": _template,
+           "deep": _deep, "long": _long, "special": _special}
+
+
+def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[str, list[tuple[str, bytes]]]:
+    """Input ``index`` of ``seed``: (mutation class, files)."""
+    rng = random.Random(f"{seed}:{index}")
+    cls = CLASSES[index % len(CLASSES)]
+    files = list(seeds)
+    for _ in range(1 if rng.random() < 0.8 else rng.randrange(2, 4)):
+        if cls == "cross-file":
+            files = _cross_file(rng, files)
+        else:
+            i = rng.randrange(len(files))
+            files[i] = (files[i][0], _SINGLE[cls](rng, files[i][1]))
+    return cls, files
+
+
+# --------------------------------------------------------------------- checking
+
+def span_problem(diag, names: set[str], texts: dict[str, str]) -> str | None:
+    """Why a diagnostic lies outside its file, or None.  A span may end one
+    column past the end of its line (a caret at the end of a line or file)."""
+    s = diag.span
+    if s.file not in names:
+        return f"{diag.code} names file {s.file!r}, which was not checked"
+    lines = texts.get(s.file, "").split("\n")
+    if not (1 <= s.line <= len(lines)) or not (s.line <= s.end_line <= len(lines)):
+        return f"{diag.code} at lines {s.line}-{s.end_line} of a {len(lines)}-line file"
+    if not 1 <= s.col <= len(lines[s.line - 1]) + 1:
+        return f"{diag.code} at {s.line}:{s.col}, the line has {len(lines[s.line - 1])} characters"
+    if not 1 <= s.end_col <= len(lines[s.end_line - 1]) + 2 or (s.end_line == s.line and s.end_col < s.col):
+        return f"{diag.code} ends at {s.end_line}:{s.end_col}, the line has {len(lines[s.end_line - 1])} characters"
+    return None
+
+
+def lexer_mismatch(text: str) -> str | None:
+    """Where the fast lexer and lark's lexer disagree on ``text``, or None."""
+    from spyre_rules.lang.lark_support import lark
+    from spyre_rules.lang.parser import get_parser
+
+    parser = get_parser()
+    if parser.fast_lexer is None:
+        return None
+    fast = parser.fast_lexer.lex(text)
+    slow = parser.lark_lexer.lex(lark.lexer.LexerState(lark.lexer.TextSlice.cast_from(text)), None)
+    for a, b in zip(fast, slow):
+        ka = (a.type, str(a), a.line, a.column, a.end_line, a.end_column)
+        kb = (b.type, str(b), b.line, b.column, b.end_line, b.end_column)
+        if ka != kb:
+            return f"fast {ka[:1] + ka[2:]} vs lark {kb[:1] + kb[2:]}"
+    return None
+
+
+def check_one(files: list[tuple[str, bytes]], seeds: dict[str, bytes], compare_lexers: bool) -> dict:
+    """Check one input in this process; the outcome record (never raises)."""
+    from spyre_rules.lang.diagnostics import render_text
+    from spyre_rules.lang.driver import check_sources
+
+    start = time.perf_counter()
+    try:
+        result = check_sources(files, complete=True)
+        seconds = time.perf_counter() - start
+        names = {name for name, _ in files}
+        for d in result.diagnostics:
+            render_text(d, result.texts.get(d.span.file), strict=True)
+            problem = span_problem(d, names, result.texts)
+            if problem:
+                return {"outcome": "bad span", "seconds": seconds, "detail": problem}
+        if compare_lexers:
+            for name, data in files:
+                if seeds.get(name) != data and name in result.texts:
+                    problem = lexer_mismatch(result.texts[name])
+                    if problem:
+                        return {"outcome": "lexer mismatch", "seconds": seconds, "detail": f"{name}: {problem}"}
+        outcome = "diagnostics" if result.diagnostics else "clean"
+        return {"outcome": outcome, "seconds": seconds, "detail": ""}
+    except BaseException as exc:  # noqa: BLE001 - a crash is the finding
+        return {"outcome": "crash", "seconds": time.perf_counter() - start, "detail": repr(exc)[:500]}
+
+
+def _worker(conn) -> None:
+    from spyre_rules.lang.parser import get_parser
+
+    get_parser()
+    seeds = None
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        if msg[0] == "seeds":
+            seeds = dict(msg[1])
+            conn.send("ready")
+            continue
+        _, files, compare = msg
+        conn.send(check_one(files, seeds, compare))
+
+
+class Runner:
+    """A worker process checking one input at a time, killed and restarted on a hang."""
+
+    def __init__(self, seeds: list[tuple[str, bytes]], timeout: float) -> None:
+        self.seeds = seeds
+        self.timeout = timeout
+        self.ctx = mp.get_context("spawn")
+        self.proc = None
+        self._start()
+
+    def _start(self) -> None:
+        self.conn, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn.send(("seeds", self.seeds))
+        if not self.conn.poll(120):
+            raise RuntimeError("the fuzz worker did not start")
+        self.conn.recv()
+
+    def run(self, files, compare: bool) -> dict:
+        self.conn.send(("check", files, compare))
+        if self.conn.poll(self.timeout):
+            try:
+                return self.conn.recv()
+            except EOFError:
+                detail = "the worker died"
+        else:
+            detail = f"no answer within {self.timeout} s"
+        self.proc.kill()
+        self.proc.join()
+        self._start()
+        return {"outcome": "hang" if "answer" in detail else "crash", "seconds": self.timeout, "detail": detail}
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def bundled_seeds() -> list[tuple[str, bytes]]:
+    rules = ROOT / "rules"
+    return [(f"rules/{p.name}", p.read_bytes()) for p in sorted(rules.glob("*.rules"))]
+
+
+def fuzz(count: int, seed: int, timeout: float = 10.0, start: int = 0, dump: Path | None = None,
+         progress: bool = False) -> dict:
+    """Run inputs ``start .. start+count-1``; a summary dict (see :func:`report`)."""
+    seeds = bundled_seeds()
+    runner = Runner(seeds, timeout)
+    counts = {o: 0 for o in OUTCOMES}
+    per_class = {c: 0 for c in CLASSES}
+    times: list[float] = []
+    findings: list[tuple[int, str, str, str]] = []
+    slow: list[tuple[int, str, float]] = []
+    began = time.perf_counter()
+    try:
+        for index in range(start, start + count):
+            cls, files = make_input(seeds, seed, index)
+            per_class[cls] += 1
+            rec = runner.run(files, compare=index % 4 == 0)
+            counts[rec["outcome"]] += 1
+            times.append(rec["seconds"])
+            if rec["seconds"] > SLOW_SECONDS:
+                slow.append((index, cls, rec["seconds"]))
+            if rec["outcome"] not in ("clean", "diagnostics"):
+                findings.append((index, cls, rec["outcome"], rec["detail"]))
+                if dump is not None:
+                    folder = dump / f"{seed}_{index}"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    for name, data in files:
+                        (folder / Path(name).name).write_bytes(data)
+            if progress and (index - start + 1) % 1000 == 0:
+                print(f"  {index - start + 1} inputs, {time.perf_counter() - began:.0f} s, "
+                      + ", ".join(f"{k}={v}" for k, v in counts.items() if v), flush=True)
+    finally:
+        runner.close()
+    times.sort()
+    return {"count": count, "seed": seed, "counts": counts, "classes": per_class, "findings": findings,
+            "slow": slow, "median": statistics.median(times) if times else 0.0,
+            "p99": times[min(len(times) - 1, int(len(times) * 0.99))] if times else 0.0,
+            "max": times[-1] if times else 0.0, "wall": time.perf_counter() - began, "times": times}
+
+
+def report(summary: dict) -> str:
+    out = [f"fuzz_rules: {summary['count']} inputs, seed {summary['seed']}, {summary['wall']:.0f} s wall"]
+    out.append("  classes: " + ", ".join(f"{k}={v}" for k, v in summary["classes"].items()))
+    out.append("  outcomes: " + ", ".join(f"{k}={v}" for k, v in summary["counts"].items()))
+    out.append(f"  inputs over {SLOW_SECONDS:.0f} s: {len(summary['slow'])}")
+    out.append(f"  checker time per input: median {summary['median'] * 1000:.1f} ms, "
+               f"p99 {summary['p99'] * 1000:.1f} ms, max {summary['max'] * 1000:.1f} ms")
+    for index, cls, outcome, detail in summary["findings"][:20]:
+        out.append(f"  input {index} ({cls}): {outcome}: {detail}")
+    for index, cls, seconds in summary["slow"][:20]:
+        out.append(f"  input {index} ({cls}): {seconds:.2f} s")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--start", type=int, default=0, help="index of the first input")
+    ap.add_argument("--only", type=int, help="run just this input index")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds before an input counts as a hang")
+    ap.add_argument("--dump", type=Path, help="write every failing input to DIR/SEED_INDEX/")
+    ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--json", type=Path, help="also write the summary (with every input's time) as JSON")
+    args = ap.parse_args(argv)
+    start, count = (args.only, 1) if args.only is not None else (args.start, args.count)
+    summary = fuzz(count, args.seed, args.timeout, start, args.dump, args.progress)
+    print(report(summary))
+    if args.json is not None:
+        import json
+
+        args.json.write_text(json.dumps(summary))
+    bad = sum(summary["counts"][o] for o in ("crash", "hang", "bad span", "lexer mismatch"))
+    return 1 if bad or summary["slow"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
