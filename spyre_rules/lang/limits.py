@@ -8,7 +8,7 @@ below 2**63.
 """
 
 MAX_FILE_BYTES = 2 * 1024 * 1024   # a larger file is not read further (E043)
-MAX_TOKENS = 100_000               # tokens of one file; beyond them it is not parsed (E043)
+MAX_TOKENS = 50_000                # tokens of one file; beyond them it is not parsed (E043)
 MAX_ITEM_TOKENS = 10_000           # tokens between two `;` (one item and its expressions) (E043)
 MAX_ITEMS = 5_000                  # items of one file, section items included (E043)
 MAX_PARSE_DEPTH = 1_000            # parser stack (open brackets, operators); beyond it the file stops (E040)
