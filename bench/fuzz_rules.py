@@ -26,6 +26,10 @@ gives the counts, the inputs slower than 2 s, and the checker's median and p99
 time per input, in CPU time of the worker (what the checker costs, whatever
 else runs on the machine) and in wall time.
 
+``--regressions`` checks one input per class found by the campaign of issue 10
+(``REGRESSIONS``, also run by tests/lang/test_hardening.py) and prints each
+one's checker time.
+
 Run: ``python bench/fuzz_rules.py --count N --seed S [--timeout T] [--dump DIR] [--json OUT]``;
 ``--start`` and ``--json`` split a long campaign over several processes.
 Input ``i`` of seed ``S`` is always the same (``--only i`` re-runs one).
@@ -271,6 +275,50 @@ def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[s
     return cls, files
 
 
+# ----------------------------------------------------------------- regressions
+# One input per class the fuzzing campaign of issue 10 found: (name, the file
+# added to the bundled policy -- for rules/planner.rules: the rule put first in
+# its eligibility section --, a code the check must report for that file).
+_NINES = "9" * 4000
+REGRESSIONS: list[tuple[str, str, bytes, str]] = [
+    ("escape-mro", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "cls=\{op.__class__.__mro__\}";', "E032"),
+    ("escape-globals", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "\{op.__class__.__init__.__globals__\}";',
+     "E032"),
+    ("escape-open-brace", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "x \{ y";', "E032"),
+    ("escape-ctx", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "\{__ctx__\}";', "E032"),
+    ("placeholder-dunder", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "{op.__class__}";', "E031"),
+    ("placeholder-ctx", "rules/planner.rules",
+     rb'  reject esc when is_computed_buffer(op) because "{__ctx__}";', "E031"),
+    ("huge-product", "rules/extra.rules",
+     f"const H = {_NINES} * {_NINES};\nsearch {{ bound max_combos = 0 - H; }}\n".encode(), "E042"),
+    ("squarings", "rules/extra.rules",
+     b"const A0 = 4294967296;\n" + b"".join(b"const A%d = A%d * A%d;\n" % (i + 1, i, i) for i in range(26)),
+     "E042"),
+    ("unclosed-4000", "rules/extra.rules", b"const X = " + b"((((1," * 4000, "E040"),
+    ("unclosed-20000", "rules/extra.rules", b"const X = " + b"((((1," * 20000, "E043"),
+    ("expression-1mb", "rules/extra.rules", b"const X = " + b"1 + " * 250000 + b"1;\n", "E043"),
+    ("backslash-newline", "rules/extra.rules",
+     b'const S = "a\\\nb";\nconst T = 1 +;\n', "E003"),
+    ("file-too-large", "rules/extra.rules", b"#" * (2 * 1024 * 1024 + 1), "E043"),
+    ("too-many-items", "rules/extra.rules", b"".join(b"const C%d = 1;\n" % i for i in range(5001)), "E043"),
+]
+
+
+def regression_input(name: str) -> list[tuple[str, bytes]]:
+    """The bundled policy with the regression's file added."""
+    _, path, data, _ = next(r for r in REGRESSIONS if r[0] == name)
+    seeds = bundled_seeds()
+    if path not in dict(seeds):
+        return [*seeds, (path, data)]
+    head = b"eligibility {\n"
+    return [(n, d.replace(head, head + data + b"\n", 1) if n == path else d) for n, d in seeds]
+
+
 # --------------------------------------------------------------------- checking
 
 def span_problem(diag, names: set[str], texts: dict[str, str]) -> str | None:
@@ -350,6 +398,15 @@ def _worker(conn) -> None:
             seeds = dict(msg[1])
             conn.send("ready")
             continue
+        if msg[0] == "codes":
+            _, files, path = msg
+            rec = check_one(files, seeds, False)
+            if rec["outcome"] in ("clean", "diagnostics"):
+                from spyre_rules.lang.driver import check_sources
+
+                rec["codes"] = [d.code for d in check_sources(files).diagnostics if d.span.file == path]
+            conn.send(rec)
+            continue
         _, files, compare = msg
         conn.send(check_one(files, seeds, compare))
 
@@ -374,8 +431,15 @@ class Runner:
             raise RuntimeError("the fuzz worker did not start")
         self.conn.recv()
 
+    def run_codes(self, files, path: str) -> dict:
+        """Like :meth:`run`, and the codes of the diagnostics in file ``path`` (key ``codes``)."""
+        return self._ask(("codes", files, path))
+
     def run(self, files, compare: bool) -> dict:
-        self.conn.send(("check", files, compare))
+        return self._ask(("check", files, compare))
+
+    def _ask(self, msg) -> dict:
+        self.conn.send(msg)
         if self.conn.poll(self.timeout):
             try:
                 return self.conn.recv()
@@ -387,7 +451,7 @@ class Runner:
         self.proc.join()
         self._start()
         return {"outcome": "hang" if "answer" in detail else "crash", "seconds": self.timeout,
-                "wall": self.timeout, "detail": detail}
+                "wall": self.timeout, "detail": detail, "codes": []}
 
     def close(self) -> None:
         try:
@@ -490,6 +554,22 @@ def report(summary: dict) -> str:
     return "\n".join(out)
 
 
+def run_regressions(timeout: float) -> int:
+    """Each regression input in the worker: its outcome, codes and checker time."""
+    runner = Runner(bundled_seeds(), timeout)
+    bad = 0
+    try:
+        for name, path, _, code in REGRESSIONS:
+            rec = runner.run_codes(regression_input(name), path)
+            ok = rec["outcome"] == "diagnostics" and code in rec["codes"]
+            bad += not ok
+            print(f"{name:20} {'ok ' if ok else 'BAD'} {rec['outcome']:12} CPU {rec['seconds'] * 1000:7.1f} ms  "
+                  f"wall {rec['wall'] * 1000:7.1f} ms  {code} in {sorted(set(rec['codes']))}")
+    finally:
+        runner.close()
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--count", type=int, default=2000)
@@ -501,7 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the summary (with every input's time) as JSON")
     ap.add_argument("--merge", type=Path, nargs="+", help="print one report of several --json files")
+    ap.add_argument("--regressions", action="store_true",
+                    help="check each regression input (REGRESSIONS) in the worker and print its time")
     args = ap.parse_args(argv)
+    if args.regressions:
+        return run_regressions(args.timeout)
     if args.merge:
         import json
 

@@ -2,14 +2,15 @@
 
 Every string literal is a template.  ``{path}`` is a placeholder naming a value
 in scope: a binding, a constant, ``config.NAME``, or a declared record field
-path such as ``{r.buffer}``.  ``{{`` / ``}}`` and ``\\{`` / ``\\}`` stand for
-literal braces.  The engine renders values as documented in
+path such as ``{r.buffer}``.  ``{{`` / ``}}`` stand for literal braces; a
+backslash before a brace (``\\{``) is refused (E032), so there is one way to
+write a literal brace.  The engine renders values as documented in
 docs/rules_language.md ("Message rendering").
 
 One function, :func:`split_template`, reads the *raw* text of a literal (as
 written between the quotes) into literal text and placeholders; the checker
-and the engine both use it, so a template means the same thing to both: an
-escaped brace is never a placeholder, and no decoded text is ever re-split.
+and the engine both use it, so a template means the same thing to both, and
+no decoded text is ever split again.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def split_template(raw: str) -> tuple[list[str | Placeholder], list[TemplateErro
     while i < n:
         ch = raw[i]
         if ch == "\\" and i + 1 < n:
+            if raw[i + 1] in "{}":
+                # One way to write a literal brace: a backslash before one is refused, so
+                # no reader of the template can take it for an escape and another for a brace.
+                brace = raw[i + 1]
+                errors.append(TemplateError(f"`\\{brace}` is not an escape in a message: write `{brace}{brace}` "
+                                            f"for a literal `{brace}`", i, i + 2))
             buf.append(_ESCAPES.get(raw[i + 1], raw[i + 1]))
             i += 2
             continue
