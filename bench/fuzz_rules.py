@@ -16,9 +16,10 @@ mutated by one of these classes:
   Unicode line separators, non-UTF-8 and random bytes).
 
 Inputs are checked in a worker process, one at a time with a time limit: an
-input still running after ``--timeout`` seconds is a *hang* (the worker is
+input still running after ``--timeout`` seconds of its CPU time is a *hang* (the worker is
 killed and restarted).  Outcomes: ``clean`` (no diagnostic), ``diagnostics``,
-``crash`` (an exception escaped the checker), ``hang``, and ``bad span`` (a
+``crash`` (an exception escaped the checker), ``hang`` (``--timeout`` CPU
+seconds of the worker on one input), and ``bad span`` (a
 diagnostic outside its file's lines and columns, or naming a file that was not
 checked).  Every fourth input also compares the fast lexer's tokens with
 lark's on each mutated file up to 64 KiB (``lexer mismatch``).  The report
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import random
 import re
 import statistics
@@ -53,6 +55,7 @@ if str(ROOT) not in sys.path:
 CLASSES = ("token", "structure", "cross-file", "numeric", "template", "deep", "long", "special")
 OUTCOMES = ("clean", "diagnostics", "crash", "hang", "bad span", "lexer mismatch")
 SLOW_SECONDS = 2.0
+WALL_FACTOR = 20  # a worker without an answer after timeout * WALL_FACTOR wall seconds counts as hung
 LEXER_CHECK_BYTES = 64 * 1024  # lark's lexer is slow: compare the lexers on mutated files up to this size
 TOKEN = re.compile(rb'#[^\n]*|"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9_]*|//|==|!=|<=|>=|->|\S')
 ITEM_START = re.compile(rb"^\s*(const|extern|record|fact|config|let|skip|reject|pass|join|conform|start|single|"
@@ -438,15 +441,34 @@ class Runner:
     def run(self, files, compare: bool) -> dict:
         return self._ask(("check", files, compare))
 
+    def _cpu(self) -> float | None:
+        """CPU seconds the worker has used (Linux /proc), or None."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
     def _ask(self, msg) -> dict:
+        """The worker's answer.  A hang is ``timeout`` seconds of the worker's CPU
+        time on one input (wall time where /proc is missing, and at most
+        ``WALL_FACTOR`` times it in any case): on a loaded machine a starved
+        worker is slow, not hung."""
+        start_cpu, start_wall = self._cpu(), time.perf_counter()
         self.conn.send(msg)
-        if self.conn.poll(self.timeout):
-            try:
-                return self.conn.recv()
-            except EOFError:
-                detail = "the worker died"
-        else:
-            detail = f"no answer within {self.timeout} s"
+        detail = ""
+        while not detail:
+            if self.conn.poll(min(self.timeout, 1.0)):
+                try:
+                    return self.conn.recv()
+                except EOFError:
+                    detail = "the worker died"
+                    break
+            now = self._cpu()
+            used = now - start_cpu if now is not None and start_cpu is not None \
+                else time.perf_counter() - start_wall
+            if used > self.timeout or time.perf_counter() - start_wall > self.timeout * WALL_FACTOR:
+                detail = f"no answer within {self.timeout} s"
         self.proc.kill()
         self.proc.join()
         self._start()

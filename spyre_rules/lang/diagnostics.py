@@ -87,10 +87,13 @@ def sort_key(diag: Diagnostic, file_order: dict[str, int]):
     return (file_order.get(s.file, len(file_order)), s.file, s.line, s.col, diag.code, diag.message)
 
 
+_CONTROLS = {c: " " for c in [*range(32), 0x7f]}
+
+
 def _display(line: str) -> str:
     # One display column per character so the caret lines up (tabs and control
-    # characters become spaces).
-    return "".join(" " if (ch < " " or ch == "\x7f") else ch for ch in line)
+    # characters become spaces); str.translate keeps a 1 MB line fast.
+    return line.translate(_CONTROLS)
 
 
 def source_line(text: str | None, line: int) -> str | None:
