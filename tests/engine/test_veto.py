@@ -79,3 +79,30 @@ def test_veto_measures_every_tile_of_a_reduction_read():
     problems, helper = problems_of(ops, "buf0", ((0, 10),))
     assert helper == ["full-buffer write: device dim 0 (d1) tile () spans 40960 > 8192"]
     assert problems == ["tile write into the full output buffer: device dim 0 (d1) spans 40960 bytes > 8192"]
+
+
+def _repeat_consumer(a, y):
+    c = a + 1
+    d = c.repeat(1, 1, 2, 1) * y  # its own plan is {1: 10}; the run's {1: 5} is too coarse for it
+    return c, d
+
+
+def test_group_conformed_split_is_refused_by_the_veto(tmp_path, monkeypatch):
+    """A grouping policy that conforms without asking `conforms` puts buf1 in buf0's
+    {1: 5} run; every tile of buf1 would then span 16,384 bytes: the veto refuses
+    the group before any hint is stamped, naming the grouping rule."""
+    from spyre_rules.engine import group_operations
+    from spyre_rules import Unsupported
+    from helpers import without_hints
+
+    target = rules_copy(tmp_path, {"grouping.rules": [("         and conforms(op, run.tiling)\n", "\n")]})
+    monkeypatch.setenv("SPYRE_RULES_PATH", str(target))
+    ops = capture("repeat_consumer", _repeat_consumer, torch.randn(1, 20, 16, 64, dtype=FP16),
+                  torch.randn(1, 20, 32, 64, dtype=FP16))
+    with without_hints(ops), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
+        with pytest.raises(Unsupported) as info:
+            group_operations(ops)
+        assert all(getattr(op, "dim_hints", None) in (None, []) for op in ops)
+    assert str(info.value) == (
+        "Cannot auto-tile buf1: the span verifier refuses split {1: 5}, which grouping rule `to_open_run` "
+        "accepted: per-tile output buffer: device dim 0 (d0) spans 16384 bytes > 8192 (and 1 more)")
