@@ -270,7 +270,7 @@ def bundled_seeds() -> list[tuple[str, bytes]]:
 
 
 def fuzz(count: int, seed: int, timeout: float = 10.0, start: int = 0, dump: Path | None = None,
-         progress: bool = False) -> dict:
+         progress: bool = False, checkpoint: Path | None = None) -> dict:
     """Run inputs ``start .. start+count-1``; a summary dict (see :func:`report`)."""
     seeds = bundled_seeds()
     runner = Runner(seeds, timeout)
@@ -301,6 +301,14 @@ def fuzz(count: int, seed: int, timeout: float = 10.0, start: int = 0, dump: Pat
                     folder.mkdir(parents=True, exist_ok=True)
                     for name, data in files:
                         (folder / Path(name).name).write_bytes(data)
+            done = index - start + 1
+            if checkpoint is not None and done % 1000 == 0:
+                # the summary so far: a campaign stopped early still reports what it ran
+                import json
+
+                checkpoint.write_text(json.dumps(summarise(done, seed, counts, per_class, findings, slow,
+                                                           slow_wall, times, walls,
+                                                           time.perf_counter() - began)))
             if progress and (index - start + 1) % 1000 == 0:
                 print(f"  {index - start + 1} inputs, {time.perf_counter() - began:.0f} s, "
                       + ", ".join(f"{k}={v}" for k, v in counts.items() if v), flush=True)
@@ -380,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds before an input counts as a hang")
     ap.add_argument("--dump", type=Path, help="write every failing input to DIR/SEED_INDEX/")
     ap.add_argument("--progress", action="store_true")
-    ap.add_argument("--json", type=Path, help="also write the summary (with every input's time) as JSON")
+    ap.add_argument("--json", type=Path, help="also write the summary (with every input's time) as JSON, "
+                                              "updated every 1000 inputs")
     ap.add_argument("--merge", type=Path, nargs="+", help="print one report of several --json files")
     ap.add_argument("--regressions", action="store_true",
                     help="check each regression input (REGRESSIONS) in the worker and print its time")
@@ -393,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report(merge([json.loads(p.read_text()) for p in args.merge])))
         return 0
     start, count = (args.only, 1) if args.only is not None else (args.start, args.count)
-    summary = fuzz(count, args.seed, args.timeout, start, args.dump, args.progress)
+    summary = fuzz(count, args.seed, args.timeout, start, args.dump, args.progress, args.json)
     print(report(summary))
     if args.json is not None:
         import json
