@@ -7,8 +7,10 @@ together as one policy, with the bundled prelude added when none of them is a
 
 Exit codes: 0 clean; 1 diagnostics (errors, or warnings under ``--strict``);
 2 usage or I/O error (a missing path, a file that is not ``.rules``, an
-unreadable file, a directory without ``.rules`` files).  A file that is not
-valid UTF-8 is a diagnostic (E004), not an I/O error.
+unreadable file, a path that is not a regular file -- a FIFO, a device --, a
+directory without ``.rules`` files).  A file that is not valid UTF-8 is a
+diagnostic (E004), not an I/O error; so is a file over the size limits (E043,
+docs/rules_language.md "Limits").
 """
 
 from __future__ import annotations

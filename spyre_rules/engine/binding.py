@@ -118,8 +118,14 @@ def _config(vocab: Vocabulary, settings: dict[str, Any]) -> list[str]:
         if setting is None:
             problems.append(f"config value `{name}` is not a setting of spyre_rules.config")
             continue
+        # A setting's language type is the type of its default; a setting without
+        # one (None: it may be unset) has none, so no declaration can match it.
         have = kinds.get(type(setting.default))
-        if have is not None and have != info.type:
+        if have is None:
+            problems.append(f"config value `{name}` is declared `{info.type}`, but the setting may be unset "
+                            "(no default); rules can read only int, bool and str settings that always "
+                            "have a value")
+        elif have != info.type:
             problems.append(f"config value `{name}` is declared `{info.type}`, the setting is `{have}`")
     return problems
 

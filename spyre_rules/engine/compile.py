@@ -23,9 +23,10 @@ from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.sections import UNITS
-from spyre_rules.engine.values import Tiling, iteration_order, sort_key
+from spyre_rules.lang.templates import is_reserved_name, split_template
+from spyre_rules.engine.values import Tiling, iteration_order, render, sort_key
 
-__all__ = ["CTX", "BASE", "EvalError", "Lazy", "Scope", "ExprCompiler", "Placeholders"]
+__all__ = ["CTX", "BASE", "EvalError", "Lazy", "Scope", "ExprCompiler", "read_field", "template_paths"]
 
 CTX = "__ctx__"    # env key of the evaluation context (config snapshot, sections, trace)
 BASE = "__base__"  # env key of the enclosing env whose lets a per-split env may fill
@@ -184,8 +185,8 @@ class ExprCompiler:
 
     def c_Field(self, e: A.Field, scope: Scope) -> Fn:
         obj = self.expr(e.obj, scope)
-        name = e.name.name
-        return lambda env: getattr(obj(env), name)
+        name, span = e.name.name, e.span
+        return lambda env: read_field(obj(env), name, span)
 
     def c_TupleExpr(self, e: A.TupleExpr, scope: Scope) -> Fn:
         items = [self.expr(i, scope) for i in e.items]
@@ -268,7 +269,7 @@ class ExprCompiler:
             def divide(env: dict) -> int:
                 left, right = a(env), b(env)
                 if right == 0:
-                    raise EvalError(f"`{op}` by zero ({left} {op} 0)", span)
+                    raise EvalError(f"`{op}` by zero ({render(left)} {op} 0)", span)
                 return left // right if op == "//" else left % right
             return divide
         simple: dict[str, Callable[[Any, Any], Any]] = {
@@ -351,7 +352,7 @@ class ExprCompiler:
         def run(env: dict) -> int:
             x, y = a(env), b(env)
             if y == 0:
-                raise EvalError(f"`ceil_div({x}, 0)`", span)
+                raise EvalError(f"`ceil_div({render(x)}, 0)`", span)
             return -(-x // y)
         return run
 
@@ -375,18 +376,16 @@ class ExprCompiler:
 
         def get(env: dict) -> Any:
             value = getter(env)
-            for field in rest:
+            for name in rest:
                 if value is None:
                     return None
-                value = getattr(value, field)
+                value = read_field(value, name, span)
             return value
         return get
 
     def template(self, s: A.Str, scope: Scope) -> Fn:
         """A string literal: literal text and placeholders, rendered when evaluated."""
-        from spyre_rules.engine.values import render
-
-        pieces = Placeholders.split(s.value)
+        pieces = template_pieces(s)
         if all(isinstance(p, str) for p in pieces):
             text = "".join(pieces)
             return lambda env: text
@@ -397,34 +396,22 @@ class ExprCompiler:
         return run
 
 
-class Placeholders:
-    """Splitting a decoded template into text and placeholder paths."""
+def template_pieces(s: A.Str) -> list[str | tuple[str, ...]]:
+    """Literal text and placeholder paths of a checked literal, read from its raw
+    text exactly as the checker read it (``lang.templates``)."""
+    pieces, _ = split_template(s.raw)
+    return [p if isinstance(p, str) else p.path for p in pieces]
 
-    @staticmethod
-    def split(text: str) -> list[Any]:
-        pieces: list[Any] = []
-        buf: list[str] = []
-        i, n = 0, len(text)
-        while i < n:
-            ch = text[i]
-            if ch in "{}" and i + 1 < n and text[i + 1] == ch:
-                buf.append(ch)
-                i += 2
-                continue
-            if ch == "{":
-                close = text.index("}", i)
-                if buf:
-                    pieces.append("".join(buf))
-                    buf = []
-                pieces.append(tuple(text[i + 1:close].split(".")))
-                i = close + 1
-                continue
-            buf.append(ch)
-            i += 1
-        if buf:
-            pieces.append("".join(buf))
-        return pieces
 
-    @staticmethod
-    def paths(text: str) -> list[tuple[str, ...]]:
-        return [p for p in Placeholders.split(text) if isinstance(p, tuple)]
+def template_paths(s: A.Str) -> list[tuple[str, ...]]:
+    return [p for p in template_pieces(s) if isinstance(p, tuple)]
+
+
+def read_field(value: Any, name: str, span: A.Span) -> Any:
+    """Field ``name`` of a record value.  Only declared record fields are read
+    (records are dataclasses; the checker proved the field is declared): never
+    an arbitrary Python attribute of a live object."""
+    fields = getattr(type(value), "__dataclass_fields__", None)
+    if fields is None or name not in fields or is_reserved_name(name):
+        raise EvalError(f"`.{name}` of a value that is not a record with that field", span)
+    return getattr(value, name)

@@ -52,6 +52,7 @@ class _Grouper:
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
         self.run_ops: list[Any] = []
+        self.run_rules: list[str] = []  # the grouping rule that put each run member in
         self.run_levels: list[Level] = []
         self.groups: list[Group] = []
         self.next_id = HINT_ID_BASE
@@ -68,9 +69,13 @@ class _Grouper:
             raise decision.error
         return None if decision.plan is None else plan_record(decision.plan)
 
-    def close(self, ops: list[Any], levels: list[Level]) -> None:
+    def close(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
         if not ops:
             return
+        # The verifier has the last word on every member's split before any hint is stamped.
+        tile = Tiling.of((lv.host_dim, lv.split) for lv in levels)
+        for op, rule in zip(ops, rules):
+            self.ev.veto(op, tile, f"grouping rule `{rule}`")
         ids = list(range(self.next_id, self.next_id + len(levels)))
         self.next_id += len(levels)
         for op in ops:
@@ -80,8 +85,9 @@ class _Grouper:
                                         for i, lv in zip(ids, levels)]))
 
     def close_run(self) -> None:
-        self.close(self.run_ops, self.run_levels)
-        self.run_ops, self.run_levels = [], []
+        ops, levels, rules = self.run_ops, self.run_levels, self.run_rules
+        self.run_ops, self.run_levels, self.run_rules = [], [], []
+        self.close(ops, levels, rules)
 
     def visit(self, op: Any) -> TraceStep:
         plan_cell: dict[str, Any] = {}
@@ -110,6 +116,7 @@ class _Grouper:
                 raise Unsupported(f"grouping rule `{rule.name}` conforms {op.get_name()} to a run, "
                                   "but no run is open")
             self.run_ops.append(op)
+            self.run_rules.append(rule.name)
         elif action in ("join", "start", "single"):
             own = plan()
             if own is None:
@@ -120,12 +127,13 @@ class _Grouper:
                     raise Unsupported(f"grouping rule `{rule.name}` joins {op.get_name()} to a run "
                                       f"with another split ({own.tiling!r} vs {self.run_value().tiling!r})")
                 self.run_ops.append(op)
+                self.run_rules.append(rule.name)
             elif action == "start":
                 self.close_run()
-                self.run_ops, self.run_levels = [op], list(own.levels)
+                self.run_ops, self.run_levels, self.run_rules = [op], list(own.levels), [rule.name]
             else:
                 self.close_run()
-                self.close([op], list(own.levels))
+                self.close([op], list(own.levels), [rule.name])
         return step
 
 

@@ -82,6 +82,11 @@ class Evaluator:
         self._legality: dict[tuple[int, int], _Legality] = {}
         self._validation: dict[tuple[int, Tiling], tuple[bool, Requirement | None]] = {}
         self._reruns: dict[tuple[int, str, Tiling], list] = {}
+        self._vetoes: dict[tuple[int, Tiling], list[str]] = {}
+        # The veto's limit is the hardware setting itself, whatever the prelude declares.
+        from spyre_rules import config as settings
+
+        self.span_limit = int(settings.config.max_span_bytes)
         self._keep: list[Any] = []  # ops keyed by id() above stay alive while cached
 
     # ---------------------------------------------------------------- helpers
@@ -222,6 +227,28 @@ class Evaluator:
         accepted, _ = self.validate(op, tiling)
         return accepted
 
+    # ------------------------------------------------------------------ veto
+    def veto(self, op: Any, tile: Tiling, accepted_by: str) -> None:
+        """Raise Unsupported unless the independent span verifier accepts every
+        access of ``op`` tiled by ``tile`` (``engine/veto.py``); ``accepted_by``
+        names the rule that accepted the plan."""
+        from spyre_rules.engine.veto import plan_problems
+
+        key = (id(op), tile)
+        if key not in self._vetoes:
+            self._keep_alive(op)
+            self._vetoes[key] = plan_problems(op, tile, self.span_limit)
+        problems = self._vetoes[key]
+        if problems:
+            self.record("veto", "span_verifier", "refuse", "; ".join(problems), op=op, tile=tile)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise Unsupported(f"Cannot auto-tile {_name(op)}: the span verifier refuses split {tile!r}, "
+                              f"which {accepted_by} accepted: {problems[0]}{more}")
+
+    def accepted_by(self) -> str:
+        names = ", ".join(f"`{r.name}`" for r in self.program.validation)
+        return f"the `validation` section (requirements {names or 'none'} held)"
+
     # ----------------------------------------------------------------- search
     def search(self, op: Any, found: list[tuple[str, Any]]) -> SpanOverflowTilePlan:
         search = self.program.search
@@ -275,6 +302,7 @@ class Evaluator:
             tried += 1
             accepted, _ = self.validate(op, tile)
             if accepted:
+                self.veto(op, tile, self.accepted_by())
                 return self._plan(found, tile)
         message = search.exhausted(self.env(op=op, dims=dims, tried=tried))
         self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)

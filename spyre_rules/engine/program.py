@@ -16,7 +16,7 @@ from spyre_rules.lang import ast as A
 from spyre_rules.lang.sections import (
     SEARCH_DECISION_BINDINGS, SEARCH_EXHAUSTED_BINDINGS, SPECS,
 )
-from spyre_rules.engine.compile import CTX, ExprCompiler, Fn, Placeholders, Scope
+from spyre_rules.engine.compile import CTX, ExprCompiler, Fn, Scope, template_paths
 from spyre_rules.engine.values import iteration_order
 
 __all__ = ["Rule", "Requirement", "Generator", "Legality", "Search", "Program", "compile_program"]
@@ -136,7 +136,7 @@ class _SectionCompiler:
             elif kind == "let":
                 out.append((name, _peek(payload[0])))
         if message is not None:
-            for path in Placeholders.paths(message.value):
+            for path in template_paths(message):
                 label = ".".join(path)
                 if any(label == n for n, _ in out):
                     continue

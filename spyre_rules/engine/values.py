@@ -26,6 +26,8 @@ from typing import Any
 
 import sympy
 
+from spyre_rules.lang.consts import int_text
+
 __all__ = [
     "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
     "iteration_order", "render", "sort_key",
@@ -167,13 +169,13 @@ def render(value: Any, top: bool = True) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return int_text(value)
     if isinstance(value, str):
         return value if top else repr(value)
     if isinstance(value, sympy.Symbol):
         return value.name
     if isinstance(value, sympy.Integer):
-        return str(int(value))
+        return int_text(int(value))
     if isinstance(value, Tiling):
         return repr(value)
     if isinstance(value, (frozenset, set)):

@@ -153,7 +153,7 @@ class Checker(ExpressionChecker):
                 info.value = consts.evaluate(info.decl.value, self._const_value)
                 info.ok = True
             except consts.ConstError as err:
-                self.error("E035", f"constant `{info.decl.name.name}` cannot be computed: {err.message}",
+                self.error(err.code, f"constant `{info.decl.name.name}` cannot be computed: {err.message}",
                            err.span)
             except (consts.NotConstant, TypeError, ValueError, OverflowError, RecursionError):
                 pass
@@ -228,7 +228,9 @@ class Checker(ExpressionChecker):
                 self.cond(item.cond, sc, f"requirement `{item.name.name}`")
                 if item.message is not None:
                     self.message(item.message, sc.child(self.known_when(item.cond, False, sc)))
-                sc = sc.child(self.known_when(item.cond, True, sc))
+                # later items see the narrowing (in place: a scope per requirement would make
+                # name lookups walk a chain as long as the section)
+                sc.known.update(self.known_when(item.cond, True, sc))
             elif isinstance(item, A.Generator):
                 self._generator(item, sc)
             elif isinstance(item, A.SplitsItem):
@@ -387,5 +389,8 @@ def _show(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
+        return f'"{value[:60]}..."' if len(value) > 60 else f'"{value}"'
+    if isinstance(value, int):
+        return consts.int_text(value)
+    text = repr(value)
+    return text[:60] + "..." if len(text) > 60 else text

@@ -4,6 +4,11 @@ guards made only of literals and constants).
 A constant expression uses literals (numbers with optional units, strings,
 booleans, tuples, lists, sets), other constants and operators; no config, no
 facts, no bindings.  Evaluation runs only on expressions that already type-check.
+
+Every integer a constant expression produces (literal, operand or result) must
+fit in a signed 64-bit integer (:data:`MAX_INT_BITS`); a larger one stops the
+evaluation with a :class:`ConstError`, so no computation ever grows without
+bound (the language has no other operation that makes values larger).
 """
 
 from __future__ import annotations
@@ -22,16 +27,41 @@ class NotConstant(Exception):
 class ConstError(Exception):
     """Evaluation failed (e.g. division by zero)."""
 
-    def __init__(self, message: str, span: A.Span) -> None:
+    def __init__(self, message: str, span: A.Span, code: str = "E035") -> None:
         super().__init__(message)
         self.message = message
         self.span = span
+        self.code = code
+
+
+MAX_INT_BITS = 63  # |value| < 2**63
+INT_LIMIT_TEXT = "2**63 - 1"
+
+
+def fits(value: Any) -> bool:
+    """Whether an int is within the language's constant range (non-ints: true)."""
+    return not isinstance(value, int) or value.bit_length() <= MAX_INT_BITS
+
+
+def int_text(value: int) -> str:
+    """An int as text, abbreviated when it is too long to print in a message
+    (``str()`` refuses ints over 4,300 digits)."""
+    if value.bit_length() <= 1000:
+        return str(value)
+    digits = int(value.bit_length() * 0.30103) + 1
+    return f"{'-' if value < 0 else ''}(an integer of about {digits} digits)"
+
+
+def _checked(value: Any, e: A.Expr) -> Any:
+    if not fits(value):
+        raise ConstError(f"the value is out of range (integers lie within +/-({INT_LIMIT_TEXT}))", e.span, "E042")
+    return value
 
 
 def evaluate(e: A.Expr, lookup: Callable[[A.Name], Any]) -> Any:
     if isinstance(e, A.Num):
         factor = UNITS.get(e.unit.name, 1) if e.unit is not None else 1
-        return e.digits * factor
+        return _checked(e.digits * factor, e)
     if isinstance(e, A.Str):
         return e.value
     if isinstance(e, A.Bool):
@@ -46,7 +76,7 @@ def evaluate(e: A.Expr, lookup: Callable[[A.Name], Any]) -> Any:
         return frozenset(evaluate(i, lookup) for i in e.items)
     if isinstance(e, A.Unary):
         v = evaluate(e.operand, lookup)
-        return (not v) if e.op == "not" else -v
+        return (not v) if e.op == "not" else _checked(-v, e)
     if isinstance(e, A.Binary):
         return _binary(e, lookup)
     raise NotConstant(e)
@@ -86,11 +116,11 @@ def _binary(e: A.Binary, lookup) -> Any:
         if op == "&":
             return frozenset(left) & frozenset(right)
         if op == "-":
-            return left - right
+            return _checked(left - right, e)
         if op == "+":
-            return left + right
+            return _checked(left + right, e)
         if op == "*":
-            return left * right
+            return _checked(left * right, e)
         if op == "//":
             return left // right
         if op == "%":

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic, sort_key
+from spyre_rules.lang.limits import MAX_FILE_BYTES, MAX_ITEMS
 from spyre_rules.lang.prelude import PRELUDE_NAME, Vocabulary, build_vocabulary, is_prelude
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.resources import rules_dir
@@ -94,14 +96,35 @@ def resolve_paths(paths: list[str] | None) -> list[Path]:
 
 
 def read_sources(paths: list[Path]) -> list[tuple[str, bytes]]:
-    sources = []
-    for p in paths:
-        try:
-            data = p.read_bytes()
-        except OSError as err:
-            raise UsageError(f"{p}: cannot read: {err.strerror or err}") from None
-        sources.append((display_path(p), data))
-    return sources
+    return [(display_path(p), read_regular_file(p)) for p in paths]
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file (at most ``MAX_FILE_BYTES + 1`` of them: a
+    longer file is reported, not read).  Anything else -- a FIFO, a device such
+    as ``/dev/zero``, a socket -- is refused without reading (it could block or
+    never end).  The file is opened without blocking and checked on the open
+    descriptor, so it cannot be swapped between the check and the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path}: not a regular file")
+        chunks = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
 
 
 def check_paths(paths: list[str] | None = None, complete: bool | None = None) -> CheckResult:
@@ -158,6 +181,12 @@ def _check_sources(sources: list[tuple[str, bytes | str]], complete: bool) -> Ch
     texts: dict[str, str] = {}
     syntax_ok = True
     for name, data in sources:
+        if len(data) > MAX_FILE_BYTES:
+            diags.append(Diagnostic("E043", f"the file is larger than {MAX_FILE_BYTES} bytes; it was not checked",
+                                    A.Span(name, 1, 1, 1, 2)))
+            syntax_ok = False
+            texts[name] = ""
+            continue
         if isinstance(data, bytes):
             text, problem = decode(name, data)
             if problem is not None:
@@ -172,6 +201,11 @@ def _check_sources(sources: list[tuple[str, bytes | str]], complete: bool) -> Ch
         sf, syntax = parse_source(text, name)
         sf.is_prelude = is_prelude(name)
         diags.extend(syntax)
+        n_items = sum(1 + len(item.items) if isinstance(item, A.Section) else 1 for item in sf.items)
+        if n_items > MAX_ITEMS:
+            diags.append(Diagnostic("E043", f"the file has {n_items} items, more than {MAX_ITEMS}; it was not "
+                                    "checked (split it into several files)", A.Span(name, 1, 1, 1, 2)))
+            sf.items = []
         if len(diags) > before:
             syntax_ok = False
         files.append(sf)

@@ -10,11 +10,12 @@ vocabulary.
 from __future__ import annotations
 
 from spyre_rules.lang import ast as A
+from spyre_rules.lang import consts
 from spyre_rules.lang import types as T
 from spyre_rules.lang.scope import MAX_DEPTH, Scope
 from spyre_rules.lang.scope import where as _where
 from spyre_rules.lang.sections import EMIT_TYPE, INTRINSIC_SECTIONS, UNITS
-from spyre_rules.lang.templates import parse_template
+from spyre_rules.lang.templates import is_reserved_name, parse_template
 
 
 class ExpressionChecker:
@@ -118,6 +119,9 @@ class ExpressionChecker:
         if e.unit is not None and e.unit.name not in UNITS:
             self.error("E006", f"unknown unit `{e.unit.name}` (units: {', '.join(UNITS)})", e.unit.span,
                        self.suggest(e.unit.name, UNITS))
+        elif not consts.fits(e.digits * (UNITS[e.unit.name] if e.unit is not None else 1)):
+            self.error("E042", f"integer literal out of range (integers lie within +/-({consts.INT_LIMIT_TEXT}))",
+                       e.span)
         return T.INT
 
     def x_Str(self, e: A.Str, sc: Scope) -> T.Type:
@@ -495,6 +499,10 @@ class ExpressionChecker:
     def _placeholder(self, h, sc: Scope) -> None:
         head, rest = h.path[0], h.path[1:]
         text = "{" + ".".join(h.path) + "}"
+        if any(is_reserved_name(part) for part in h.path):
+            self.error("E031", f"placeholder `{text}` names a Python attribute; a placeholder names only "
+                       "values in scope and declared record fields", h.span)
+            return
         if head == "config" and not self.const_mode:
             if len(rest) != 1 or rest[0] not in self.vocab.config:
                 self.error("E031", f"placeholder `{text}` names no config value", h.span,

@@ -17,6 +17,7 @@ from typing import Any
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.lark_support import Token, lark
+from spyre_rules.lang.limits import MAX_ITEM_TOKENS, MAX_PARSE_DEPTH, MAX_TOKENS
 from spyre_rules.lang.to_ast import _ToAst
 from spyre_rules.resources import grammar_file
 
@@ -202,7 +203,16 @@ class _Parser:
         tr.file = path
         tr.errors = diags = []
         tokens = []
+        run = 0  # tokens since the last `;`
         for tok in self.lex(text):
+            if len(tokens) >= MAX_TOKENS:
+                diags.append(Diagnostic("E043", f"the file has more than {MAX_TOKENS} tokens; it was not checked "
+                                        "(split it into several files)", tr.tspan(tok)))
+                return [], diags
+            run = 0 if tok.type == "SEMICOLON" else run + 1
+            if run == MAX_ITEM_TOKENS:
+                diags.append(Diagnostic("E043", f"an item longer than {MAX_ITEM_TOKENS} tokens (no `;` since "
+                                        "then); split it with `let` or constants", tr.tspan(tok)))
             if tok.type == "BAD_CHAR":
                 diags.append(Diagnostic("E002", f"unexpected character {str(tok)!r}", tr.tspan(tok)))
             elif tok.type == "BAD_STRING":
@@ -261,6 +271,11 @@ class _Parser:
                 else:  # pragma: no cover - the loop always breaks
                     pass
                 if act is not None:
+                    if len(stack) > MAX_PARSE_DEPTH:
+                        diags.append(Diagnostic("E040", f"nested more than {MAX_PARSE_DEPTH} levels deep (open "
+                                                "brackets and operators); the rest of the file was not checked",
+                                                tr.tspan(tok)))
+                        return [], diags
                     if quiet:
                         quiet -= 1
                     i += 1
@@ -279,19 +294,31 @@ class _Parser:
     def _shifts(self, stack, ttype: str) -> bool:
         """Would a token of type ``ttype`` be accepted from the state ``stack``?
         (Simulates the reductions on a copy of the state numbers only.)"""
-        stack = list(stack)
+        return self._shifts_at(stack, len(stack), ttype)
+
+    def _shifts_at(self, stack, depth: int, ttype: str) -> bool:
+        """``_shifts(stack[:depth], ttype)`` without copying the stack: the
+        simulated reductions pop from ``pushed`` first, then lower ``depth``."""
+        states, shift = self.states, self.shift
+        pushed: list = []
+        top = stack[depth - 1]
         while True:
-            act = self.states[stack[-1]].get(ttype)
+            act = states[top].get(ttype)
             if act is None:
                 return False
             action, arg = act
-            if action is self.shift:
+            if action is shift:
                 return True
             size = len(arg.expansion)
             if size:
-                del stack[-size:]
-            stack.append(self.states[stack[-1]][arg.origin.name][1])
-            if ttype == "$END" and stack[-1] == self.end_state:
+                mine = min(size, len(pushed))
+                if mine:
+                    del pushed[-mine:]
+                depth -= size - mine
+            top = pushed[-1] if pushed else stack[depth - 1]
+            top = states[top][arg.origin.name][1]
+            pushed.append(top)
+            if ttype == "$END" and top == self.end_state:
                 return True
 
     def expected(self, stack) -> set[str]:
@@ -356,7 +383,7 @@ class _Parser:
         while True:
             target = tokens[j].type
             for depth in range(len(stack), 0, -1):
-                if self._shifts(stack[:depth], target):
+                if target in self.states[stack[depth - 1]] and self._shifts_at(stack, depth, target):
                     del values[depth - 1:]
                     del stack[depth:]
                     return j

@@ -8,12 +8,14 @@ Python.  It never imports torch.
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang import types as T
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.sections import REQUIRED_FIELDS, REQUIRED_TYPES
+from spyre_rules.lang.templates import is_reserved_name
 
 PRELUDE_NAME = "prelude.rules"
 
@@ -155,6 +157,11 @@ class _Builder:
             for fd in rec.fields:
                 if fd.name.name in info.fields:
                     self.error("E016", f"record `{rec.name.name}` already has a field `{fd.name.name}`",
+                               fd.name.span)
+                    continue
+                if is_reserved_name(fd.name.name) or keyword.iskeyword(fd.name.name):
+                    self.error("E041", f"field `{fd.name.name}` of record `{rec.name.name}` has a name reserved "
+                               "by the implementation (`__x__` names and Python keywords); rename it",
                                fd.name.span)
                     continue
                 info.fields[fd.name.name] = self.resolve(fd.type)

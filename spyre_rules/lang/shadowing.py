@@ -17,12 +17,17 @@ failure -- W004.
 Implication is decided structurally and conservatively: two expressions are
 the same when they are the same tree up to spans; ``and``/``or`` are
 flattened.  A missed implication only means a missed warning.
+
+Comparing every rule with every earlier one is quadratic, so one section may
+spend at most :data:`MAX_COMPARISONS` steps on it; a section that needs more
+(thousands of rules) gets W007 at the rule where the comparison stopped.
 """
 
 from __future__ import annotations
 
 from spyre_rules.lang import ast as A
 
+MAX_COMPARISONS = 50_000  # implication steps per section
 _TRUE = ("bool", True)
 _FALSE = ("bool", False)
 
@@ -104,12 +109,33 @@ def analyse_section(sec: A.Section, spec, checker) -> None:
     _requirements([i for i in sec.items if isinstance(i, A.Require)], checker)
 
 
+class _Budget:
+    """Implication steps left for one section; reports W007 once when spent."""
+
+    def __init__(self, checker) -> None:
+        self.left = MAX_COMPARISONS
+        self.checker = checker
+
+    def implies(self, a, b, at) -> bool | None:
+        """``implies(a, b)``, or None once the budget is spent."""
+        if self.left <= 0:
+            return None
+        memo: dict = {}
+        result = implies(a, b, memo)
+        self.left -= len(memo)
+        if self.left <= 0:
+            self.checker.error("W007", f"too many rules to compare in this section: rules from here on were "
+                               f"not checked for shadowing (limit {MAX_COMPARISONS} comparison steps)", at)
+        return result
+
+
 def _fold(e, checker):
     value = checker.const_fold(e)
     return value if isinstance(value, bool) else None
 
 
 def _first_match(rules: list[A.Decision], checker) -> None:
+    budget = _Budget(checker)
     always: A.Decision | None = None
     earlier: list[tuple[A.Decision, tuple]] = []
     for rule in rules:
@@ -124,9 +150,11 @@ def _first_match(rules: list[A.Decision], checker) -> None:
         if _fold(rule.guard, checker) is False:
             checker.error("W006", f"rule `{name}` can never fire: its guard is always false", rule.guard.span)
             continue
+        if budget.left <= 0:
+            continue
         mine = canon(rule.guard)
         for prev, theirs in earlier:
-            if implies(mine, theirs):
+            if budget.implies(mine, theirs, rule.name.span):
                 same = mine == theirs
                 checker.error(
                     "W004",
@@ -140,11 +168,14 @@ def _first_match(rules: list[A.Decision], checker) -> None:
 
 
 def _requirements(reqs: list[A.Require], checker) -> None:
+    budget = _Budget(checker)
     earlier: list[tuple[A.Require, tuple]] = []
     for req in reqs:
+        if budget.left <= 0:
+            break
         mine = canon(req.cond)
         for prev, theirs in earlier:
-            if implies(theirs, mine):
+            if budget.implies(theirs, mine, req.name.span):
                 same = mine == theirs
                 checker.error(
                     "W004",

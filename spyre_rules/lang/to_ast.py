@@ -9,22 +9,7 @@ from __future__ import annotations
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.lark_support import Token, lark
-
-def _unescape(raw: str) -> str:
-    if "\\" not in raw:
-        return raw
-    out = []
-    i = 0
-    while i < len(raw):
-        ch = raw[i]
-        if ch == "\\" and i + 1 < len(raw):
-            nxt = raw[i + 1]
-            out.append({"n": "\n", "t": "\t"}.get(nxt, nxt))
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+from spyre_rules.lang.templates import unescape
 
 
 class _ToAst(lark.Transformer):
@@ -115,7 +100,7 @@ class _ToAst(lark.Transformer):
 
     def str_node(self, t) -> A.Str:
         raw = str(t)[1:-1]
-        return A.Str(self.tspan(t), _unescape(raw), raw)
+        return A.Str(self.tspan(t), unescape(raw), raw)
 
     def _after(self, c, type_: str):
         for i, x in enumerate(c[:-1]):

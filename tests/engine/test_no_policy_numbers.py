@@ -33,6 +33,9 @@ HARMLESS = {0, 1, -1, 2}
 NAMED_EXCEPTIONS = {
     "HINT_ID_BASE": "the first synthetic hint id: an id convention shared with coarse tiling "
                     "(seed 000 _SPAN_OVERFLOW_HINT_ID), not a bound on planning",
+    "MAX_TILE_COMBOS": "work bound of the span verifier's veto (engine/veto.py), which must not depend "
+                       "on rules/; beyond it a sound analytic bound is used, so it never admits a plan",
+    "MAX_POINTS": "work bound of the span verifier's veto, as MAX_TILE_COMBOS",
 }
 # Example programs are data (shapes and limits of demos), not engine logic.
 NOT_LOGIC = {"examples.py"}

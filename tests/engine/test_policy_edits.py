@@ -106,8 +106,10 @@ def test_per_tile_only_validation_gives_the_seed_number(policy):
     bundled policy does not: every tile's full-buffer write spans 40,960 bytes."""
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
     policy({"planner.rules": [(FULL_BUFFER_REQUIREMENT, "")]})
-    plan = decisions(ops, max_span_bytes=8192)["buf0"].plan
-    assert plan.splits == ((0, 10),)
-    assert plan.reason == "input span overflow for arg0_1; output span overflow"
-    problems = span_problems(by_name(ops, "buf0"), plan.splits, 8192)
+    decision = decisions(ops, max_span_bytes=8192)["buf0"]
+    # The policy accepts ((0, 10)); the engine's span-verifier veto refuses to apply it.
+    assert decision.plan is None and decision.decision == "unsupported"
+    assert "the span verifier refuses split {0: 10}" in decision.reason
+    assert [s.levels for s in decision.trace if s.section == "search" and s.rule == "plan"] == []
+    problems = span_problems(by_name(ops, "buf0"), ((0, 10),), 8192)
     assert problems == ["full-buffer write: device dim 0 (d1) tile () spans 40960 > 8192"]
