@@ -188,6 +188,11 @@ class _Gen:
         return v
 
     def add(self, op: Op) -> Value:
+        # Eager keeps the strides of a non-contiguous operand (a pointwise op on a
+        # transposed tensor is transposed too): only .contiguous() restores it.
+        if not op.expr.endswith(".contiguous()") and not all(
+                w.contiguous for w in _vars_in(op.expr, self.values)):
+            op.out.contiguous = False
         self.ops.append(op)
         self.values.append(op.out)
         return op.out
@@ -329,7 +334,8 @@ class _Gen:
             tail, tail_b = (" * 2.0", " * 2.0")  # a transposed read by a pointwise op
         else:
             tail, tail_b = (".contiguous()", "")
-        return Op(self.tmp(shape, names), f"{v.var}.{call}{tail}", f"b_{v.var}.{call}{tail_b}",
+        return Op(self.tmp(shape, names, contiguous=tail != " * 2.0"), f"{v.var}.{call}{tail}",
+                  f"b_{v.var}.{call}{tail_b}",
                   1 if tail == " * 2.0" else 0)
 
     def view(self, v: Value) -> Op | None:

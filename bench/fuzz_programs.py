@@ -115,13 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         return replay(args.replay, (args.variant,) if args.variant else variants)
 
-    failures = 0
+    failures = skipped = 0
 
     def report(program, result):
-        nonlocal failures
+        nonlocal failures, skipped
         if result.outcome in fuzz_run.FAILURES:
             failures += 1
             print(failure_line(program, result), flush=True)
+        elif result.outcome == "skipped":
+            skipped += 1
+            print(f"SKIP {program.key} {result.variant}: {result.message} || {program.op_text()}",
+                  flush=True)
         elif args.refusals and result.outcome == "refused":
             print(f"REFUSED {program.key} {result.variant} {result.error}: {result.message}",
                   flush=True)
@@ -130,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     counts = fuzz(args.seed, args.count, variants, args.one_variant, args.start, report)
     elapsed = time.perf_counter() - start
     print(f"{args.count} programs (seed {args.seed}, from {args.start}) in {elapsed:.1f} s; "
-          f"{failures} failure(s); replay one with --replay SEED:INDEX")
+          f"{failures} failure(s), {skipped} skipped (eager fails: a generator bug); "
+          "replay one with --replay SEED:INDEX")
     for line in summary_lines(counts):
         print(line)
-    return 1 if failures else 0
+    return 1 if failures or skipped else 0
 
 
 if __name__ == "__main__":
