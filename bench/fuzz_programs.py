@@ -116,9 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args.replay, (args.variant,) if args.variant else variants)
 
     failures = skipped = 0
+    counts = {v: collections.Counter() for v in variants}
+    done = {"programs": 0, "last": None}
 
     def report(program, result):
         nonlocal failures, skipped
+        counts[result.variant][result.outcome] += 1
+        if done["last"] != program.key:
+            done["programs"] += 1
+            done["last"] = program.key
         if result.outcome in fuzz_run.FAILURES:
             failures += 1
             print(failure_line(program, result), flush=True)
@@ -131,9 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
 
     start = time.perf_counter()
-    counts = fuzz(args.seed, args.count, variants, args.one_variant, args.start, report)
+    try:
+        fuzz(args.seed, args.count, variants, args.one_variant, args.start, report)
+    except KeyboardInterrupt:  # a long run stopped by hand: still print what it found
+        print(f"interrupted after {done['programs']} programs (the last may be partial)")
     elapsed = time.perf_counter() - start
-    print(f"{args.count} programs (seed {args.seed}, from {args.start}) in {elapsed:.1f} s; "
+    print(f"{done['programs']} programs (seed {args.seed}, from {args.start}) in {elapsed:.1f} s; "
           f"{failures} failure(s), {skipped} skipped (eager fails: a generator bug); "
           "replay one with --replay SEED:INDEX")
     for line in summary_lines(counts):
