@@ -24,6 +24,7 @@ rebuilds it exactly.  No torch import here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 __all__ = ["Program", "generate", "VARIANTS"]
@@ -135,9 +136,6 @@ class Program:
         for v in self.inputs:
             lines.append(f"{v.var} = torch.randn({list(v.shape)}, generator=g).to(torch.{v.dtype})")
         return "\n".join(lines)
-
-    def names_of(self, v: Value) -> list[str | None]:
-        return list(v.names)
 
     def rounds(self) -> int:
         return sum(op.rounds for op in self.ops)
@@ -449,7 +447,7 @@ class _Gen:
         biggest = max(_numel(v.shape) * (2 if v.dtype == "float16" else 4)
                       for v in self.inputs + [op.out for op in self.ops])
         top = min(64 * 1024, max(1024, biggest))
-        lo, hi = 10.0, max(10.0, _log2(top))
+        lo, hi = 10.0, max(10.0, math.log2(top))
         return int(round(2 ** self.rng.uniform(lo, hi)))
 
     def block_names(self, first: int, last: int) -> list[str]:
@@ -516,12 +514,6 @@ def _numel(shape) -> int:
     for s in shape:
         n *= int(s)
     return n
-
-
-def _log2(x: int) -> float:
-    import math
-
-    return math.log2(x)
 
 
 def _divisors(n: int) -> list[int]:

@@ -70,7 +70,7 @@ from spyre_rules.hints import (  # noqa: E402
 )
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
-from fuzz_gen import VARIANTS, Program  # noqa: E402
+from fuzz_gen import Program  # noqa: E402
 
 # Dynamo measures every new guard set's latency after a cache flush (tens of ms per
 # compiled frame, only logged); each fuzz program is a new frame, so skip it.
@@ -265,7 +265,3 @@ for i, (a, e, b) in enumerate(zip(flat(actual), flat(expected), flat(bound))):
     print("output", i, "max |err|", diff.max().item(), "elements over tolerance",
           int((diff > tol).sum()), "of", e.numel())
 '''
-
-
-def all_variants() -> tuple[str, ...]:
-    return VARIANTS
