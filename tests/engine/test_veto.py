@@ -95,7 +95,7 @@ def test_group_conformed_split_is_refused_by_the_veto(tmp_path, monkeypatch):
     from spyre_rules import Unsupported
     from helpers import without_hints
 
-    target = rules_copy(tmp_path, {"grouping.rules": [("         and conforms(op, run.tiling)\n", "\n")]})
+    target = rules_copy(tmp_path, {"grouping.rules": [("and conforms(op, run.tiling) and tiles_correspond", "and tiles_correspond")]})
     monkeypatch.setenv("SPYRE_RULES_PATH", str(target))
     ops = capture("repeat_consumer", _repeat_consumer, torch.randn(1, 20, 16, 64, dtype=FP16),
                   torch.randn(1, 20, 32, 64, dtype=FP16))

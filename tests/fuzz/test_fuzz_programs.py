@@ -39,11 +39,6 @@ def _clean_state(fresh_dims):
     torch._dynamo.reset()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="main still has the wrong-result classes of issue 9 (W1-W5, A1, R1, C1, C3); "
-    "remove this mark once their fixes are merged",
-)
 def test_fuzzed_programs_match_eager():
     failures: list[str] = []
 

@@ -290,16 +290,29 @@ def test_non_wrapping_split_of_the_same_read_compiles():
         verify_program(compiled)
 
 
-def test_auto_tiled_read_through_a_merged_view():
-    """The op reads x (2, 32, 64) through a merged (2*32) dim; its tiled coordinates
-    are derived over the loop-wide extent, so every tile reads its own rows (they
-    used to be simplified with the per-tile range and left the allocation)."""
-    x = torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(0)).half()
+def test_tiled_read_through_a_merged_view_compact_and_unrolled():
+    """The op reads x (4, 32, 64) through a merged (4*32) dim, tiled by whole x rows
+    (32 of the 128 merged rows per tile); its moving read is derived over the
+    loop-wide extent, so every tile reads its own rows, compact and unrolled (it used
+    to be simplified with the per-tile range and left the allocation).  Automatic
+    tiling refuses this read at small limits: tests/pipeline/test_view_regressions.py."""
+    from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
+
+    x = torch.randn(4, 32, 64, generator=torch.Generator().manual_seed(0)).half()
+    y = torch.randn(128, 64, generator=torch.Generator().manual_seed(1)).half()
+    clear_tensor_dims()
+    declare_tensor_dim("M", 128)
+    declare_tensor_dim("C", 64)
+    name_tensor_dims(y, ["M", "C"])
+
+    def fn(a, b):
+        with spyre_hint(slices={"M": 4}):
+            return a.reshape(128, 64) + b
+
     for unroll in (False, True):
-        with config.patch(max_span_bytes=4096, sencores=4, ignore_span_overflow_hints=False,
-                          unroll_loops=unroll):
-            compiled = run_spyre(lambda t: t.reshape(64, 64) * 2.0, x)
-        _assert_equal(compiled.output, x.reshape(64, 64) * 2.0)
+        with config.patch(unroll_loops=unroll):
+            compiled = run_spyre(fn, x, y)
+        _assert_equal(compiled.output, x.reshape(128, 64) + y)
         assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
         verify_program(compiled)
 
