@@ -147,7 +147,10 @@ def _shift(spec: OpSpec, i: int) -> OpSpec:
         stride = tiled_byte_stride(arg, steps[0] if steps else {})
         if stride:
             key = next(k for k in ("pool", "hbm", "lx") if k in moved.allocation)
-            moved.allocation[key] = int(moved.allocation[key]) + i * stride
+            start = int(moved.allocation[key])
+            if moved.segment is None:  # an inner unrolled level already recorded it
+                moved.segment = (start, start + arg.size_in_bytes)
+            moved.allocation[key] = start + i * stride
             moved.device_size = _tile_device_size(arg, level, ranges)
         new.args.append(moved)
     return new

@@ -100,6 +100,10 @@ class TensorArg:
     allocation: dict[str, int]
     per_tile_fixed: bool = False
     name: str | None = None
+    #: byte range ``(start, end)`` of the whole buffer when ``allocation`` is one
+    #: tile of it (an unrolled loop iteration); None: the allocation is the buffer.
+    #: Accesses are bounds-checked against both.
+    segment: tuple[int, int] | None = None
 
     @property
     def size_in_bytes(self) -> int:

@@ -65,6 +65,8 @@ def _tensor_arg(arg: TensorArg, pad: str) -> list[str]:
         lines.append(f"{pad}    per_tile_fixed=True,")
     if arg.name is not None:
         lines.append(f"{pad}    name={arg.name!r},")
+    if arg.segment is not None:
+        lines.append(f"{pad}    segment=({int(arg.segment[0])}, {int(arg.segment[1])}),")
     lines.append(f"{pad}),")
     return lines
 

@@ -107,6 +107,12 @@ class _Access:
             )
         #: loop offset in elements (counted loops move the tile inside the allocation)
         self.shift = shift // self.width
+        #: accessible elements relative to base: the allocation, narrowed to the
+        #: whole buffer's segment when the allocation is one unrolled tile of it
+        self.low_limit, self.limit = 0, (self.end - self.base) // self.width
+        if arg.segment is not None:
+            self.low_limit = max(0, (int(arg.segment[0]) - self.base) // self.width)
+            self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
         self.strides = _device_strides(arg.device_size)
         self.structure = _structure(arg, self.strides)
 
@@ -118,10 +124,9 @@ class _Access:
         plan = views.plan(self.structure, box, rank, self.base // self.width + self.shift)
         if plan is None:
             return None
-        limit = (self.end - self.base) // self.width
         low = self.shift + sum(c * s for c, s in zip(plan.low, self.strides))
         high = self.shift + sum(c * s for c, s in zip(plan.high, self.strides))
-        if low < 0 or high >= limit or any(
+        if low < self.low_limit or high >= self.limit or any(
                 lo < 0 or hi >= int(size)
                 for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)):
             return None
@@ -131,9 +136,12 @@ class _Access:
         offset, bad = torch.broadcast_tensors(torch.as_tensor(offset), bad)
         element = offset[bad].flatten()[0]
         address = self.base + int(element) * self.width
+        segment = ""
+        if self.arg.segment is not None:
+            segment = f" of the buffer [{int(self.arg.segment[0])}, {int(self.arg.segment[1])})"
         return DeviceMemoryError(
             f"op {self.op}: {access} of tensor {self.arg.name} at byte address {address} "
-            f"{detail} (allocation [{self.base}, {self.end}))"
+            f"{detail} (allocation [{self.base}, {self.end}){segment})"
         )
 
     def elements(self, env: dict[str, Any], active: torch.Tensor | None, access: str) -> torch.Tensor:
@@ -154,9 +162,8 @@ class _Access:
                 high += int(coord.max()) * stride
             offset = offset + coord * stride
         offset = torch.as_tensor(offset, dtype=torch.int64)
-        limit = (self.end - self.base) // self.width
-        if low < 0 or high >= limit:  # the cheap bound failed: find the exact culprit
-            bad = (offset < 0) | (offset >= limit)
+        if low < self.low_limit or high >= self.limit:  # cheap bound failed: find the culprit
+            bad = (offset < self.low_limit) | (offset >= self.limit)
             if active is not None:
                 bad = bad & active
             if bool(bad.any()):

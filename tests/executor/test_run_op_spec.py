@@ -143,3 +143,24 @@ def test_inductor_index_functions_evaluate():
     x = sympy_index_symbol("c0")
     assert evaluate(ModularIndexing(x, 4, 8), {"c0": torch.tensor([100])}).item() == (100 // 4) % 8
     assert evaluate(FloorDiv(x, 7), {"c0": 50}) == 7
+
+
+@pytest.mark.parametrize("force_general", [False, True])
+def test_unrolled_tile_is_bounds_checked_against_its_whole_buffer(monkeypatch, force_general):
+    """An unrolled iteration's allocation is one tile of a buffer (``segment``): an access
+    inside that tile's window but past the buffer's end (here: y's second tile window
+    reaches into out) is an error naming both ranges, never a read of the neighbour."""
+    from spyre_rules.executor import views
+
+    monkeypatch.setattr(views, "FORCE_GENERAL", force_general)
+    layout, size, spec = _fp16_add_setup()
+    y = spec.args[1]
+    y.allocation = {"hbm": size + size // 2}  # the tile window [1.5 size, 2.5 size)
+    y.segment = (size, 2 * size)
+    memory = DeviceMemory(3 * size)
+    with pytest.raises(DeviceMemoryError) as err:
+        run_op_spec(spec, memory)
+    assert str(err.value).startswith("op add: load of tensor y at byte address ")
+    assert str(err.value).endswith(
+        f"is outside its allocation (allocation [{size + size // 2}, {2 * size + size // 2}) "
+        f"of the buffer [{size}, {2 * size}))")
