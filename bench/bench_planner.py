@@ -18,17 +18,28 @@ Reported per graph (``plan_graph`` over every op, cold fact caches):
   (candidates, legality, search, validation; Reductions end Unsupported);
 * 2N/N: over-time of all ops / over-time of the first half (linear = 2.0);
 * group: ``group_operations`` with automatic tiling on at the default limit;
-* fit/lowering, over/lowering: planning time as a fraction of lowering time.
+* fit/lowering, over/lowering: planning time as a fraction of lowering time;
+* plan+group: over + group, in wall and CPU seconds (``time.process_time``: on
+  a loaded machine CPU time is the steadier figure).
+
+After the table, for the largest size N and the size N/5 when both were run:
+plan+group at N over plan+group at N/5 (bound 5.5x) and plan+group over the
+lowering time at N (bound 0.2x), each in wall and CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+# The checkout this script lives in, not whatever spyre_rules is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
@@ -59,21 +70,31 @@ def make_program(n_ops: int):
     return program
 
 
-def _timed_plan(ops, limit: int) -> tuple[float, list]:
-    """Plan every op with cold fact caches; seconds and decisions."""
+class _Clock:
+    """Wall and CPU seconds of a ``with`` block."""
+
+    def __enter__(self) -> "_Clock":
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def _timed_plan(ops, limit: int) -> tuple[_Clock, list]:
+    """Plan every op with cold fact caches; its clock and decisions."""
     with config.patch(max_span_bytes=limit):
         op_facts.clear_cache()
-        t0 = time.perf_counter()
-        decisions = plan_graph(ops)
-        return time.perf_counter() - t0, decisions
+        with _Clock() as clock:
+            decisions = plan_graph(ops)
+        return clock, decisions
 
 
 def bench(n_ops: int, limit: int) -> dict:
     x = torch.randn(4, 64, 128, dtype=torch.float16)
     torch._dynamo.reset()
-    t0 = time.perf_counter()
-    ops = spyre_rules.capture_operations(make_program(n_ops), x)
-    capture = time.perf_counter() - t0
+    with _Clock() as capture:
+        ops = spyre_rules.capture_operations(make_program(n_ops), x)
     half = type(ops)(ops[: len(ops) // 2])
     half.graphs = ops.graphs
     t_fit, _ = _timed_plan(ops, DEFAULT_LIMIT)          # nothing overflows
@@ -81,14 +102,30 @@ def bench(n_ops: int, limit: int) -> dict:
     t_all, decisions = _timed_plan(ops, limit)          # everything overflows
     with config.patch(max_span_bytes=DEFAULT_LIMIT, ignore_span_overflow_hints=False):
         op_facts.clear_cache()
-        t0 = time.perf_counter()
-        group_operations(ops)
-        t_group = time.perf_counter() - t0
+        with _Clock() as t_group:
+            group_operations(ops)
     planned = sum(1 for d in decisions if d.decision == "plan")
-    return {"ops": len(ops), "planned": planned, "capture": capture,
-            "fit_ms": 1000 * t_fit / len(ops), "over_ms": 1000 * t_all / len(ops),
-            "ratio": t_all / t_half, "group": t_group,
-            "fit_vs": t_fit / capture, "over_vs": t_all / capture}
+    both_wall, both_cpu = t_all.wall + t_group.wall, t_all.cpu + t_group.cpu
+    return {"ops": len(ops), "planned": planned, "capture": capture.wall,
+            "capture_cpu": capture.cpu,
+            "fit_ms": 1000 * t_fit.wall / len(ops), "over_ms": 1000 * t_all.wall / len(ops),
+            "over_cpu_ms": 1000 * t_all.cpu / len(ops),
+            "ratio": t_all.wall / t_half.wall, "ratio_cpu": t_all.cpu / t_half.cpu,
+            "group": t_group.wall, "group_cpu": t_group.cpu,
+            "fit_vs": t_fit.wall / capture.wall, "over_vs": t_all.wall / capture.wall,
+            "both": both_wall, "both_cpu": both_cpu}
+
+
+def _summary(results: dict[int, dict]) -> None:
+    big = max(results)
+    small = big // 5
+    r = results[big]
+    print(f"plan+group / lowering at {r['ops']} ops (bound 0.2x): "
+          f"wall {r['both'] / r['capture']:.3f}x, CPU {r['both_cpu'] / r['capture_cpu']:.3f}x")
+    if small in results:
+        s = results[small]
+        print(f"plan+group {r['ops']} vs {s['ops']} ops (bound 5.5x): "
+              f"wall {r['both'] / s['both']:.2f}x, CPU {r['both_cpu'] / s['both_cpu']:.2f}x")
 
 
 def main() -> None:
@@ -103,13 +140,18 @@ def main() -> None:
           f"{1000 * (time.perf_counter() - t0):.1f} ms")
     print("fit: default 256 MiB limit (no op overflows); over: every op overflows "
           f"({args.max_span_bytes} B); lowering = Dynamo + Inductor lowering to the seam")
-    print(f"{'ops':>6} {'lowering s':>10} {'fit ms/op':>9} {'over ms/op':>10} {'planned':>7} "
-          f"{'2N/N':>5} {'group s':>7} {'fit/lowering':>12} {'over/lowering':>13}")
+    print(f"{'ops':>6} {'lowering s':>10} {'(CPU)':>7} {'fit ms/op':>9} {'over ms/op':>10} "
+          f"{'(CPU)':>7} {'planned':>7} {'2N/N':>5} {'(CPU)':>5} {'group s':>7} {'(CPU)':>7} "
+          f"{'fit/lowering':>12} {'over/lowering':>13} {'plan+group s':>12} {'(CPU)':>7}")
+    results = {}
     for n in args.sizes:
-        r = bench(n, args.max_span_bytes)
-        print(f"{r['ops']:>6} {r['capture']:>10.2f} {r['fit_ms']:>9.3f} {r['over_ms']:>10.3f} "
-              f"{r['planned']:>7} {r['ratio']:>5.2f} {r['group']:>7.3f} {r['fit_vs']:>12.3f} "
-              f"{r['over_vs']:>13.3f}", flush=True)
+        r = results[n] = bench(n, args.max_span_bytes)
+        print(f"{r['ops']:>6} {r['capture']:>10.2f} {r['capture_cpu']:>7.2f} {r['fit_ms']:>9.3f} "
+              f"{r['over_ms']:>10.3f} {r['over_cpu_ms']:>7.3f} {r['planned']:>7} {r['ratio']:>5.2f} "
+              f"{r['ratio_cpu']:>5.2f} {r['group']:>7.3f} {r['group_cpu']:>7.3f} "
+              f"{r['fit_vs']:>12.3f} {r['over_vs']:>13.3f} {r['both']:>12.3f} {r['both_cpu']:>7.3f}",
+              flush=True)
+    _summary(results)
 
 
 if __name__ == "__main__":

@@ -57,10 +57,32 @@ class _Grouper:
         self.groups: list[Group] = []
         self.next_id = HINT_ID_BASE
         self.decisions: dict[str, OpDecision] = {}
+        # The values rules see, rebuilt only when the run or the closed groups change:
+        # most visits change neither, and rebuilding them per visit made grouping
+        # quadratic in the length of a run / the number of auto-tiled ops.
+        self._run: Run | None = None
+        self._auto_tiled: frozenset | None = None
 
     def run_value(self) -> Run:
-        return Run(bool(self.run_ops), frozenset(op.get_name() for op in self.run_ops),
-                   list(self.run_levels), Tiling.of((lv.host_dim, lv.split) for lv in self.run_levels))
+        if self._run is None:
+            self._run = Run(bool(self.run_ops), frozenset(op.get_name() for op in self.run_ops),
+                            list(self.run_levels),
+                            Tiling.of((lv.host_dim, lv.split) for lv in self.run_levels))
+        return self._run
+
+    def auto_tiled_value(self) -> frozenset:
+        if self._auto_tiled is None:
+            self._auto_tiled = frozenset(self.auto_tiled)
+        return self._auto_tiled
+
+    def set_run(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
+        self.run_ops, self.run_levels, self.run_rules = ops, levels, rules
+        self._run = None
+
+    def extend_run(self, op: Any, rule: str) -> None:
+        self.run_ops.append(op)
+        self.run_rules.append(rule)
+        self._run = None
 
     def plan_of(self, op: Any) -> Any:
         decision = self.ev.decide(op)
@@ -81,12 +103,14 @@ class _Grouper:
         for op in ops:
             op.dim_hints = _hints(op, levels, ids)
             self.auto_tiled.add(op.get_name())
+        self._auto_tiled = None
         self.groups.append((list(ops), [(i, sympy.Integer(lv.split), lv.is_reduction)
                                         for i, lv in zip(ids, levels)]))
 
     def close_run(self) -> None:
         ops, levels, rules = self.run_ops, self.run_levels, self.run_rules
-        self.run_ops, self.run_levels, self.run_rules = [], [], []
+        if ops:
+            self.set_run([], [], [])
         self.close(ops, levels, rules)
 
     def visit(self, op: Any) -> TraceStep:
@@ -98,7 +122,7 @@ class _Grouper:
             return plan_cell["plan"]
 
         env = self.ev.env(op=op, plan=Lazy(plan), run=self.run_value(),
-                          auto_tiled_producers=frozenset(self.auto_tiled),
+                          auto_tiled_producers=self.auto_tiled_value(),
                           hinted_producers=self.hinted)
         fired = self.ev.first_match(self.ev.program.grouping, env, op)
         if fired is None:
@@ -115,8 +139,7 @@ class _Grouper:
             if not self.run_ops:
                 raise Unsupported(f"grouping rule `{rule.name}` conforms {op.get_name()} to a run, "
                                   "but no run is open")
-            self.run_ops.append(op)
-            self.run_rules.append(rule.name)
+            self.extend_run(op, rule.name)
         elif action in ("join", "start", "single"):
             own = plan()
             if own is None:
@@ -126,11 +149,10 @@ class _Grouper:
                 if own.levels != self.run_levels:
                     raise Unsupported(f"grouping rule `{rule.name}` joins {op.get_name()} to a run "
                                       f"with another split ({own.tiling!r} vs {self.run_value().tiling!r})")
-                self.run_ops.append(op)
-                self.run_rules.append(rule.name)
+                self.extend_run(op, rule.name)
             elif action == "start":
                 self.close_run()
-                self.run_ops, self.run_levels, self.run_rules = [op], list(own.levels), [rule.name]
+                self.set_run([op], list(own.levels), [rule.name])
             else:
                 self.close_run()
                 self.close([op], list(own.levels), [rule.name])

@@ -149,11 +149,30 @@ def _max_value(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, int]) -> Fraction
     return None
 
 
+class _Shown:
+    """``str(index)`` computed only when a message shows it: printing a sympy
+    index costs more than deriving its coordinates, and only errors print it."""
+
+    __slots__ = ("_index", "_text")
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = str(self._index)
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 def _terms(
     index: Any,
     var_ranges: Mapping[Any, Any],
     bounded: bool = False,
-) -> tuple[list[tuple[sympy.Expr, int, float | int]], dict[sympy.Symbol, sympy.Symbol], str]:
+) -> tuple[list[tuple[sympy.Expr, int, float | int]], dict[sympy.Symbol, sympy.Symbol], _Shown]:
     """Split an index into ``(value, step, limit)`` terms over canonical loop symbols.
 
     A term's value takes exactly the values ``0..limit/step - 1``.  With ``bounded``
@@ -165,7 +184,7 @@ def _terms(
         expr = to_plain_sympy(index)
     except (sympy.SympifyError, TypeError) as exc:
         raise CoordinateError(f"index {index!r} is not a sympy expression: {exc}") from None
-    shown = str(index)
+    shown = _Shown(index)
 
     def fail(reason: str) -> CoordinateError:
         return CoordinateError(f"cannot derive coordinates of index {shown}: {reason}")

@@ -88,11 +88,18 @@ def _is_output(graph: Any, name: str) -> bool:
     return name in graph_state(graph).host_outputs
 
 
-def _readers(graph: Any, name: str) -> list[Any]:
-    return [
-        op for op in graph.operations
-        if isinstance(op, ir.ComputedBuffer) and name in op.get_read_names()
-    ]
+def _readers_by_name(graph: Any) -> dict[str, list[Any]]:
+    """Buffer name -> the ComputedBuffers reading it, in graph order: one pass over
+    the graph instead of one per tiled op.  Valid for the whole propagation: a copy
+    inserted for op X reads only X, and renaming a reader's loads of X to X's full
+    buffer changes only X's entry, which nobody asks for again (each op is
+    propagated once)."""
+    readers: dict[str, list[Any]] = {}
+    for op in graph.operations:
+        if isinstance(op, ir.ComputedBuffer):
+            for name in op.get_read_names():
+                readers.setdefault(name, []).append(op)
+    return readers
 
 
 def _top(op: Any) -> Any:
@@ -168,12 +175,11 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     return buf
 
 
-def _propagate(graph: Any, op: Any, full: _FullLayout | None) -> str:
+def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]) -> str:
     name = op.get_name()
     layout = op.layout
     if not any(op.loop_tiled_dims):
         return "loop-invariant"
-    readers = _readers(graph, name)
     outside = [r for r in readers if _top(r) != _top(op)]
     inside = [r for r in readers if _top(r) == _top(op)]
     if not outside and not _is_output(graph, name):
@@ -209,6 +215,7 @@ def insert_tiling_propagation(
     graph = _graph_of(operations)
     full_layouts = full_layouts or {}
     done: dict[str, str] = {}
+    readers = _readers_by_name(graph)
     for index, group in enumerate(groups):
         ops, _ = normalize_group(index, group)
         for op in ops:
@@ -217,7 +224,8 @@ def insert_tiling_propagation(
                     f"insert_tiling_propagation: {op_description(op)} of group {index} was "
                     "not tiled (run coarse_tile first)"
                 )
-            done[op.get_name()] = _propagate(graph, op, full_layouts.get(op.get_name()))
+            name = op.get_name()
+            done[name] = _propagate(graph, op, full_layouts.get(name), readers.get(name, []))
     return done
 
 
