@@ -23,6 +23,9 @@ dir), filled by the warm-up run; the one-off cost of a run that has to build
 the tables (a fresh user cache, or right after the grammar changed) is printed
 first.
 
+Last, the checker's own work is timed in process on the bundled rules plus
+1,000 and 4,000 extra constants (linear: a ratio near 4x).
+
 Run: ``python bench/bench_check.py [--reps N]``.
 """
 
@@ -38,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent  # this checkout: measured, not an installed copy
+
 
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -47,7 +52,7 @@ def _cpu() -> float:
 def _time(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     cpu0 = _cpu()
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
@@ -56,7 +61,7 @@ def _time(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def _spyre_bytecode() -> int:
     """How many compiled spyre_rules modules sit in the checkout's __pycache__ dirs."""
-    package = Path(__file__).resolve().parent.parent / "spyre_rules"
+    package = ROOT / "spyre_rules"
     return sum(1 for _ in package.rglob("__pycache__/*.pyc"))
 
 
@@ -74,6 +79,36 @@ def measure(env: dict[str, str], reps: int) -> dict[str, float]:
         out[f"{name}_wall"] = statistics.median(s[0] for s in samples)
         out[f"{name}_cpu"] = statistics.median(s[1] for s in samples)
     return out
+
+
+def _policy_with_constants(n: int) -> list[tuple[str, str]]:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from spyre_rules.lang.driver import read_sources
+    from spyre_rules.resources import rules_dir
+
+    extra = "".join(f"const C{i} = {i} + 1;\n" for i in range(n))
+    extra += "const TOTAL = " + " + ".join(f"C{i}" for i in range(0, n, 10)) + ";\n"
+    return read_sources(sorted(rules_dir().glob("*.rules"))) + [("extra.rules", extra)]
+
+
+def scaling(small: int = 1000, factor: int = 4) -> tuple[float, float]:
+    """CPU seconds of checking the bundled rules plus ``small`` and ``factor * small``
+    extra constants in this process (parser already built): linear work gives
+    a ratio near ``factor``."""
+    from spyre_rules.lang.driver import check_sources
+
+    check_sources(_policy_with_constants(10))  # build the parser, warm caches
+    times = []
+    for n in (small, small * factor):
+        sources = _policy_with_constants(n)
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            check_sources(sources)
+            best = min(best, time.process_time() - start)
+        times.append(best)
+    return times[0], times[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"spyre-rules check {m['check_wall'] * 1000:6.1f} ms, ratio {m['check_wall'] / m['base_wall']:.2f}x"
                   f"   |   cpu: {m['base_cpu'] * 1000:6.1f} ms vs {m['check_cpu'] * 1000:6.1f} ms, "
                   f"ratio {m['check_cpu'] / m['base_cpu']:.2f}x")
+    small, large = scaling()
+    print(f"checker work (cpu, in process): 1,000 extra constants {small * 1000:.1f} ms, "
+          f"4,000 {large * 1000:.1f} ms, ratio {large / small:.2f}x (linear: 4x)")
     return 0
 
 
