@@ -1,22 +1,21 @@
 """Grammar loading and parsing of ``.rules`` text into the typed AST.
 
-* The LALR parser is built once per process from ``grammar/spyre_rules.lark``
-  (lark's grammar-analysis cache lives in the system temp dir, so later
-  processes load the tables instead of recomputing them).
-* A lark Transformer (``to_ast.py``), run inline while parsing, builds ``ast`` nodes directly.
-* Syntax errors never stop at the first one: the driver feeds tokens to lark's
-  interactive parser and, on an error, either inserts a missing ``;`` / ``}``
-  or skips to the next ``;`` or item keyword and pops parser states until the
+* The LALR tables of ``grammar/spyre_rules.lark`` are built by lark once per
+  grammar text and cached (``lark_support.py``); parsing itself runs this
+  module's LALR loop on them, without importing lark.
+* The transformer (``to_ast.py``), run inline while parsing (as a lark
+  Transformer would be), builds ``ast`` nodes directly.
+* Syntax errors never stop at the first one: on an error the parse loop
+  either inserts a missing ``;`` / ``}`` or skips to the next ``;`` or item keyword and pops parser states until the
   parse can go on (panic-mode recovery).  Every error becomes a diagnostic.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic
-from spyre_rules.lang.lark_support import Token, lark
+from spyre_rules.lang.lark_support import (ERROR_TOKENS, SHIFT, Token, Tree, build_lark, import_lark,
+                                           load_tables)
 from spyre_rules.lang.limits import MAX_ITEM_TOKENS, MAX_PARSE_DEPTH, MAX_TOKENS
 from spyre_rules.lang.to_ast import _ToAst
 from spyre_rules.resources import grammar_file
@@ -28,7 +27,6 @@ _SYNC_KEEP = frozenset({
     "LET", "SKIP", "REJECT", "PASS", "JOIN", "CONFORM", "START", "SINGLE", "REQUIRE",
     "SPLITS", "BOUND", "ORDER", "REQUIRED", "COST", "EXHAUSTED",
 })
-_ERROR_TOKENS = ("BAD_STRING", "BAD_CHAR")
 # Token sequences tried (in order) as the repair for a missing terminator.
 _QUIET_TOKENS = 3
 _SEMI, _RBRACE = ("SEMICOLON", ";"), ("RBRACE", "}")
@@ -44,15 +42,6 @@ _OPERATOR_TEXT = frozenset({"or", "and", "in", "not", "subset", "is", "|", "&", 
 
 
 
-class _KeepErrorTokens(lark.lark.PostLex):
-    """Keeps the error terminals (unused by any rule) in the lexer."""
-
-    always_accept = _ERROR_TOKENS
-
-    def process(self, stream):
-        return stream
-
-
 # ----------------------------------------------------------------- parser
 
 class _FastLexer:
@@ -63,35 +52,36 @@ class _FastLexer:
     REGEX_TERMINALS = ("NAME", "INT", "STRING", "COMMENT", "BAD_STRING", "BAD_CHAR", "COMPARE")
 
     def __init__(self, terminals, ignore) -> None:
+        """``terminals``: (name, pattern kind, pattern value, regexp) of each terminal."""
         import re
 
-        by_name = {t.name: t for t in terminals}
+        by_name = {name: regexp for name, _, _, regexp in terminals}
         self.keywords: dict[str, str] = {}
         punct: dict[str, str] = {}
-        for t in terminals:
-            if t.pattern.type == "str":
-                if t.pattern.value.isidentifier():
-                    self.keywords[t.pattern.value] = t.name
+        for name, kind, value, _ in terminals:
+            if kind == "str":
+                if value.isidentifier():
+                    self.keywords[value] = name
                 else:
-                    punct[t.pattern.value] = t.name
-            elif t.name == "COMPARE":
+                    punct[value] = name
+            elif name == "COMPARE":
                 for op in ("==", "!=", "<=", ">=", "<", ">"):
                     punct[op] = "COMPARE"
-            elif t.name not in self.REGEX_TERMINALS and t.name not in ignore:
-                raise ValueError(f"unknown terminal kind {t.name}")
-        ws = "|".join(by_name[n].pattern.to_regexp() for n in ignore if n != "COMMENT")
+            elif name not in self.REGEX_TERMINALS and name not in ignore:
+                raise ValueError(f"unknown terminal kind {name}")
+        ws = "|".join(by_name[n] for n in ignore if n != "COMMENT")
         ops = "|".join(re.escape(v) for v in sorted(punct, key=len, reverse=True))
         self.punct = punct
         self.regex = re.compile(
-            f"(?P<WS>{ws})|(?P<COMMENT>{by_name['COMMENT'].pattern.to_regexp()})"
-            f"|(?P<STRING>{by_name['STRING'].pattern.to_regexp()})"
-            f"|(?P<BAD_STRING>{by_name['BAD_STRING'].pattern.to_regexp()})"
-            f"|(?P<NAME>{by_name['NAME'].pattern.to_regexp()})|(?P<INT>{by_name['INT'].pattern.to_regexp()})"
+            f"(?P<WS>{ws})|(?P<COMMENT>{by_name['COMMENT']})"
+            f"|(?P<STRING>{by_name['STRING']})"
+            f"|(?P<BAD_STRING>{by_name['BAD_STRING']})"
+            f"|(?P<NAME>{by_name['NAME']})|(?P<INT>{by_name['INT']})"
             f"|(?P<PUNCT>{ops})|(?P<BAD_CHAR>.)", re.DOTALL)
 
     def lex(self, text: str):
         keywords, punct = self.keywords, self.punct
-        make = Token._future_new  # Token(...) without the keyword-argument shim
+        make = Token
         line, line_start = 1, 0
         for m in self.regex.finditer(text):
             kind = m.lastgroup
@@ -113,54 +103,96 @@ class _FastLexer:
             yield make(kind, value, pos, line, col, line, col + len(value), pos + len(value))
 
 
+def _callback(transformer, name: str, to_include, append_none: int, expand1: bool):
+    """The reduction callback of one rule, as lark's tree builder composes it:
+    the transformer method (or a ``Tree`` for a rule without one), wrapped in
+    ``ExpandSingleChild`` and then ``ChildFilterLALR`` (``_rule`` children
+    spliced in, Nones for absent ``[optional]`` parts)."""
+    f = getattr(transformer, name, None)
+    if f is None:
+        def f(children, name=name):
+            return Tree(name, children)
+    if expand1:
+        inner = f
+
+        def f(children):
+            return children[0] if len(children) == 1 else inner(children)
+    if to_include is None:
+        return f
+    builder = f
+
+    def filtered_callback(children):
+        filtered = []
+        for i, to_expand, add_none in to_include:
+            if add_none:
+                filtered += [None] * add_none
+            if to_expand:
+                if filtered:
+                    filtered += children[i].children
+                else:  # as lark: reuse the left-recursive child's list
+                    filtered = children[i].children
+            else:
+                filtered.append(children[i])
+        if append_none:
+            filtered += [None] * append_none
+        return builder(filtered)
+
+    return filtered_callback
+
+
 class _Parser:
     def __init__(self) -> None:
-        grammar = grammar_file().read_text(encoding="utf-8")
+        self.grammar = grammar_file().read_text(encoding="utf-8")
+        tables = load_tables(self.grammar)
         self.transformer = _ToAst()
-        options: dict[str, Any] = dict(
-            parser="lalr", lexer="basic", keep_all_tokens=True, maybe_placeholders=True,
-            postlex=_KeepErrorTokens(), transformer=self.transformer,
-        )
-        try:
-            self.lark = lark.Lark(grammar, cache=True, **options)
-        except OSError:  # temp dir not writable: build without the cache
-            self.lark = lark.Lark(grammar, **options)
+        terminals = tables["terminals"]
         self.display = {}
         self.keywords = set()
         self.operators = {"COMPARE"}
-        for term in self.lark.terminals:
-            if term.pattern.type == "str":
-                value = term.pattern.value
-                self.display[term.name] = f"`{value}`"
+        for name, kind, value, _ in terminals:
+            if kind == "str":
+                self.display[name] = f"`{value}`"
                 if value.isidentifier():
                     self.keywords.add(value)
                 if value in _OPERATOR_TEXT:
-                    self.operators.add(term.name)
+                    self.operators.add(name)
         self.display.update(_NAMED)
-        ignored = set(self.lark.lexer_conf.ignore)
+        ignored = set(tables["ignore"])
         try:
-            self.fast_lexer: _FastLexer | None = _FastLexer(self.lark.terminals, ignored)
+            self.fast_lexer: _FastLexer | None = _FastLexer(terminals, ignored)
         except (ValueError, KeyError):
             self.fast_lexer = None
-        self.lark_lexer = self.lark.parser.lexer.lexer  # lark's BasicLexer (built once)
-        table = self.lark.parser.parser.parser.parse_table
-        self.states = table.states
-        self.end_state = table.end_states["start"]
-        self.terminal_names = sorted({t.name for t in self.lark.terminals} - set(_ERROR_TOKENS)
-                                     - ignored) + ["$END"]
-        from lark.parsers.lalr_analysis import Shift
+        self._lark_lexer = None
+        self.terminal_names = sorted({t[0] for t in terminals} - set(ERROR_TOKENS) - ignored) + ["$END"]
+        self.shift = True
+        # A reduction's argument: (size, goto symbol, callback or None when the
+        # reduction keeps its one child).
+        reductions = [
+            (size, origin, None if keep else _callback(self.transformer, name, to_include, append_none, expand1))
+            for size, origin, name, to_include, append_none, expand1, keep in tables["rules"]
+        ]
+        self.states = {
+            state: {sym: (True, arg) if action == SHIFT else (False, reductions[arg])
+                    for sym, (action, arg) in acts.items()}
+            for state, acts in tables["states"].items()
+        }
+        self.start_state = tables["start"]
+        self.end_state = tables["end"]
 
-        self.shift = Shift
-        # rule -> (size, goto symbol, callback or None when the reduction keeps its one child)
-        self.rules = {}
-        for rule, callback in self.lark._callbacks.items():
-            keep = rule.options.expand1 and not rule.alias and len(rule.expansion) == 1
-            self.rules[rule] = (len(rule.expansion), rule.origin.name, None if keep else callback)
+    @property
+    def lark_lexer(self):
+        """lark's own lexer for the grammar (imports lark; for the fallback and for tests)."""
+        if self._lark_lexer is None:
+            self._lark_lexer = build_lark(self.grammar).parser.lexer.lexer
+        return self._lark_lexer
 
     def lex(self, text: str):
         if self.fast_lexer is not None:
             return self.fast_lexer.lex(text)
-        return self.lark_lexer.lex(lark.lexer.LexerState(lark.lexer.TextSlice.cast_from(text)), None)
+        lark = import_lark()
+        stream = self.lark_lexer.lex(lark.lexer.LexerState(lark.lexer.TextSlice.cast_from(text)), None)
+        return (Token(t.type, str(t), t.start_pos, t.line, t.column, t.end_line, t.end_column, t.end_pos)
+                for t in stream)
 
     # -- token descriptions
     def describe_found(self, tok) -> str:
@@ -177,7 +209,7 @@ class _Parser:
         return f"`{tok}`"
 
     def describe_expected(self, names) -> str:
-        names = {n for n in names if n not in _ERROR_TOKENS}
+        names = {n for n in names if n not in ERROR_TOKENS}
         if {"NAME", "INT", "STRING", "LPAR", "LSQB"} <= names:
             names -= _EXPR_START
             tail = ["an expression"]
@@ -231,8 +263,8 @@ class _Parser:
             end = Token("$END", "", 0, 1, 1, 1, 2)
         tokens.append(end)
 
-        states, rules, shift, end_state = self.states, self.rules, self.shift, self.end_state
-        stack = [self.lark.parser.parser.parser.parse_table.start_states["start"]]
+        states, shift, end_state = self.states, self.shift, self.end_state
+        stack = [self.start_state]
         values: list = []
         quiet = 0  # after an error, report nothing until a few tokens are accepted again
         i = 0
@@ -254,7 +286,7 @@ class _Parser:
                         stack.append(arg)
                         values.append(tok)
                         break
-                    size, origin, callback = rules[arg]
+                    size, origin, callback = arg
                     if callback is None:
                         del stack[-1]
                     else:
@@ -309,14 +341,14 @@ class _Parser:
             action, arg = act
             if action is shift:
                 return True
-            size = len(arg.expansion)
+            size, origin, _ = arg
             if size:
                 mine = min(size, len(pushed))
                 if mine:
                     del pushed[-mine:]
                 depth -= size - mine
             top = pushed[-1] if pushed else stack[depth - 1]
-            top = states[top][arg.origin.name][1]
+            top = states[top][origin][1]
             pushed.append(top)
             if ttype == "$END" and top == self.end_state:
                 return True
@@ -345,7 +377,7 @@ class _Parser:
                 stack.append(arg)
                 values.append(tok)
                 return
-            size, origin, callback = self.rules[arg]
+            size, origin, callback = arg
             if callback is None:
                 del stack[-1]
             else:
@@ -396,10 +428,10 @@ class _Parser:
             if action is self.shift:
                 stack.append(arg)
                 return True
-            size = len(arg.expansion)
+            size, origin, _ = arg
             if size:
                 del stack[-size:]
-            stack.append(self.states[stack[-1]][arg.origin.name][1])
+            stack.append(self.states[stack[-1]][origin][1])
 
 
 _PARSER: _Parser | None = None

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic
-from spyre_rules.lang.lark_support import Token, lark
+from spyre_rules.lang.lark_support import Token
 from spyre_rules.lang.templates import unescape
 
 
-class _ToAst(lark.Transformer):
+class _ToAst:
     """Builds ``ast`` nodes while parsing (``keep_all_tokens``: children include
     keywords and punctuation, so spans cover them)."""
 
     def __init__(self) -> None:
-        super().__init__(visit_tokens=False)
         self.file = "<string>"
         self.errors: list[Diagnostic] = []
 
