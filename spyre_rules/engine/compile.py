@@ -11,20 +11,20 @@ integer slot unique to that declaration -- so a binding that shadows another
 can never read or clobber it -- and the evaluation context under :data:`CTX`.
 
 Nothing here can run Python from a ``.rules`` file: a call is either a
-registered builtin below or a fact bound by the engine.
+builtin of ``lang/builtins.py`` or a fact bound by the engine.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
 from spyre_rules.lang import ast as A
+from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
 from spyre_rules.lang.sections import UNITS
 from spyre_rules.lang.templates import is_reserved_name, split_template
-from spyre_rules.engine.values import Tiling, iteration_order, render, sort_key
+from spyre_rules.engine.values import iteration_order, render
 
 __all__ = ["CTX", "BASE", "EvalError", "Lazy", "Scope", "ExprCompiler", "read_field", "template_paths"]
 
@@ -111,14 +111,35 @@ def _let_getter(key: int, fn: Fn, shared: bool) -> Fn:
 # ------------------------------------------------------------------ builtins
 
 
-def _collection(args: list[Fn]) -> Fn:
-    (arg,) = args
-    return arg
+def _builtin_call(builtin: Builtin, args: list[Fn], span: A.Span) -> Fn:
+    """A call of a builtin: its one implementation (``lang/builtins.py``) applied
+    to the argument values, the planner first if it needs it; a value the
+    builtin cannot work on is an evaluation error at the call."""
+    run = builtin.run
+    if builtin.context:
+        def call(env: dict) -> Any:
+            values = [f(env) for f in args]
+            try:
+                return run(env[CTX], *values)
+            except BuiltinError as exc:
+                raise EvalError(exc.what, span) from None
+    elif len(args) == 1:
+        (x,) = args
 
-
-def _need_nonempty(values: Any, name: str, span: A.Span) -> None:
-    if not values:
-        raise EvalError(f"`{name}` of an empty collection", span)
+        def call(env: dict) -> Any:
+            value = x(env)
+            try:
+                return run(value)
+            except BuiltinError as exc:
+                raise EvalError(exc.what, span) from None
+    else:
+        def call(env: dict) -> Any:
+            values = [f(env) for f in args]
+            try:
+                return run(*values)
+            except BuiltinError as exc:
+                raise EvalError(exc.what, span) from None
+    return call
 
 
 class ExprCompiler:
@@ -289,9 +310,9 @@ class ExprCompiler:
     def c_Call(self, e: A.Call, scope: Scope) -> Fn:
         name = e.func.name
         args = [self.expr(a, scope) for a in e.args]
-        builtin = getattr(self, "b_" + name, None)
+        builtin = BUILTINS.get(name)
         if builtin is not None:
-            return builtin(args, e.span)
+            return _builtin_call(builtin, args, e.span)
         fact = self.facts[name]
         if len(args) == 1:
             (x,) = args
@@ -300,69 +321,6 @@ class ExprCompiler:
             x, y = args
             return lambda env: fact(x(env), y(env))
         return lambda env: fact(*[f(env) for f in args])
-
-    def b_len(self, args, span):
-        arg = _collection(args)
-        return lambda env: len(arg(env))
-
-    def _extreme(self, args, span, pick, name):
-        if len(args) >= 2:
-            return lambda env: pick(f(env) for f in args)
-        arg = _collection(args)
-
-        def run(env: dict) -> int:
-            values = arg(env)
-            _need_nonempty(values, name, span)
-            return pick(values)
-        return run
-
-    def b_min(self, args, span):
-        return self._extreme(args, span, min, "min")
-
-    def b_max(self, args, span):
-        return self._extreme(args, span, max, "max")
-
-    def b_sum(self, args, span):
-        arg = _collection(args)
-        return lambda env: sum(arg(env))
-
-    def b_product(self, args, span):
-        arg = _collection(args)
-        return lambda env: math.prod(arg(env))
-
-    def b_count(self, args, span):
-        arg = _collection(args)
-        return lambda env: sum(1 for v in arg(env) if v)
-
-    def b_all(self, args, span):
-        arg = _collection(args)
-        return lambda env: all(arg(env))
-
-    def b_any(self, args, span):
-        arg = _collection(args)
-        return lambda env: any(arg(env))
-
-    def b_sorted(self, args, span):
-        arg = _collection(args)
-        return lambda env: sorted(arg(env), key=sort_key)
-
-    def b_ceil_div(self, args, span):
-        a, b = args
-
-        def run(env: dict) -> int:
-            x, y = a(env), b(env)
-            if y == 0:
-                raise EvalError(f"`ceil_div({render(x)}, 0)`", span)
-            return -(-x // y)
-        return run
-
-    def b_legal_splits(self, args, span):
-        op, dim = args
-        return lambda env: env[CTX].legal_splits(op(env), dim(env))
-
-    def b_conforms(self, args, span):
-        op, tiling = args
-        return lambda env: env[CTX].conforms(op(env), Tiling(tiling(env)))
 
     # ----------------------------------------------------------- messages
     def placeholder(self, path: tuple[str, ...], scope: Scope, span: A.Span) -> Fn:

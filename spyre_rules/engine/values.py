@@ -20,12 +20,12 @@ Rendering (docs/rules_language.md §7) lives here too, so traces, messages and
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import sympy
 
+from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
 __all__ = [
@@ -115,23 +115,8 @@ ENGINE_RECORDS: dict[str, type] = {
 
 # ------------------------------------------------------------------ ordering
 
-_DIGITS = re.compile(r"(\d+)")
-
-
-def _natural(name: str) -> tuple:
-    """``c2`` before ``c10``: digit runs compare as numbers."""
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
-
-
-def sort_key(value: Any) -> Any:
-    """A key that orders values of one orderable type as the language does
-    (ints numerically, strings by text, symbols by natural name order, lists and
-    tuples lexicographically)."""
-    if isinstance(value, sympy.Symbol):
-        return _natural(value.name)
-    if isinstance(value, (list, tuple)) and not isinstance(value, Tiling):
-        return tuple(sort_key(v) for v in value)
-    return value
+# ``sort_key`` (the language's order of orderable values) is the ``sorted`` builtin's, defined
+# once with the builtins.
 
 
 def iteration_order(values: Any) -> list:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from spyre_rules.lang import ast as A
 from spyre_rules.lang import consts
 from spyre_rules.lang import types as T
+from spyre_rules.lang.builtins import BUILTINS, SAME_LIST, Builtin, Params
 from spyre_rules.lang.scope import MAX_DEPTH, Scope
 from spyre_rules.lang.scope import where as _where
-from spyre_rules.lang.sections import EMIT_TYPE, INTRINSIC_SECTIONS, UNITS
+from spyre_rules.lang.sections import EMIT_TYPE, UNITS
 from spyre_rules.lang.templates import is_reserved_name, parse_template
 
 
@@ -220,8 +221,9 @@ class ExpressionChecker:
             for a in e.args:
                 self.expr(a, sc)
             return T.ERROR
-        if hasattr(self, "i_" + name):
-            return getattr(self, "i_" + name)(e, sc)
+        builtin = BUILTINS.get(name)
+        if builtin is not None:
+            return self.builtin_call(builtin, e, sc)
         fact = self.vocab.facts.get(name)
         if fact is None:
             for a in e.args:
@@ -230,7 +232,7 @@ class ExpressionChecker:
                 self.error("E011", f"`{name}` is a value, not a function", e.func.span)
             else:
                 self.error("E011", f"unknown function `{name}` (not a declared fact or a builtin)", e.func.span,
-                           self.suggest(name, [*self.vocab.facts, *builtin_names()]))
+                           self.suggest(name, [*self.vocab.facts, *sorted(BUILTINS)]))
             return T.ERROR
         if len(e.args) != len(fact.params):
             self.error("E021", f"`{name}` takes {len(fact.params)} argument{'s' if len(fact.params) != 1 else ''}"
@@ -395,8 +397,31 @@ class ExpressionChecker:
         return T.BOOL
 
     # ------------------------------------------------------------- builtins
-    def _args(self, e: A.Call, sc: Scope) -> list[T.Type]:
-        return [self.expr(a, sc) for a in e.args]
+    def builtin_call(self, b: Builtin, e: A.Call, sc: Scope) -> T.Type:
+        """Type a call of builtin ``b`` by its record's type rule (``lang/builtins.py``)."""
+        name = e.func.name
+        if b.sections is not None and self.kind not in b.sections:
+            self.error("E019", f"`{name}` can be used only in a " + " or ".join(f"`{k}`" for k in b.sections)
+                       + " section", e.func.span)
+        if isinstance(b.args, Params):
+            ts = [self.expr(a, sc) for a in e.args]
+            if self._arity(e, len(b.args.params), b.signature):
+                for t, a, (pname, spelling) in zip(ts, e.args, b.args.params):
+                    what = f"argument of `{name}`" if pname is None else f"argument `{pname}` of `{name}`"
+                    self.expect(t, self.vocab.parse_spelling(spelling), a, what)
+            return b.result
+        if b.args.or_ints and len(e.args) >= 2:
+            for a in e.args:
+                self.expect(self.expr(a, sc), T.INT, a, f"argument of `{name}`")
+            return b.result
+        elem = self._collection_arg(e, sc, b.args.elem, b.signature)
+        if b.result != SAME_LIST:
+            return b.result
+        if not T.orderable(elem):
+            self.error("E025", f"`{name}` needs orderable elements (int, bool, str, Sym, tuples), found `{elem}`",
+                       e.args[0].span)
+            return T.ERROR
+        return T.ListT(elem)
 
     def _arity(self, e: A.Call, n: int, sig: str) -> bool:
         if len(e.args) != n:
@@ -406,7 +431,7 @@ class ExpressionChecker:
         return True
 
     def _collection_arg(self, e: A.Call, sc: Scope, elem_want: T.Type | None, sig: str) -> T.Type:
-        ts = self._args(e, sc)
+        ts = [self.expr(a, sc) for a in e.args]
         if not self._arity(e, 1, sig):
             return T.ERROR
         elem = self.iter_elem(ts[0], e.args[0], f"`{e.func.name}`")
@@ -414,77 +439,6 @@ class ExpressionChecker:
             self.error("E022", f"`{e.func.name}` needs a collection of `{elem_want}`, found `{ts[0]}`",
                        e.args[0].span, f"note: {sig}")
         return elem
-
-    def i_len(self, e, sc):
-        self._collection_arg(e, sc, None, "len(list[T] | set[T]) -> int")
-        return T.INT
-
-    def _minmax(self, e, sc):
-        sig = f"{e.func.name}(list[int] | set[int]) -> int, or {e.func.name}(int, int, ...) -> int"
-        if len(e.args) >= 2:
-            for a in e.args:
-                self.expect(self.expr(a, sc), T.INT, a, f"argument of `{e.func.name}`")
-            return T.INT
-        self._collection_arg(e, sc, T.INT, sig)
-        return T.INT
-
-    i_min = _minmax
-    i_max = _minmax
-
-    def i_sum(self, e, sc):
-        self._collection_arg(e, sc, T.INT, "sum(list[int] | set[int]) -> int")
-        return T.INT
-
-    def i_product(self, e, sc):
-        self._collection_arg(e, sc, T.INT, "product(list[int] | set[int]) -> int")
-        return T.INT
-
-    def i_count(self, e, sc):
-        self._collection_arg(e, sc, T.BOOL, "count(list[bool]) -> int")
-        return T.INT
-
-    def i_all(self, e, sc):
-        self._collection_arg(e, sc, T.BOOL, "all(list[bool]) -> bool")
-        return T.BOOL
-
-    def i_any(self, e, sc):
-        self._collection_arg(e, sc, T.BOOL, "any(list[bool]) -> bool")
-        return T.BOOL
-
-    def i_sorted(self, e, sc):
-        elem = self._collection_arg(e, sc, None, "sorted(list[T] | set[T]) -> list[T]")
-        if not T.orderable(elem):
-            self.error("E025", f"`sorted` needs orderable elements (int, bool, str, Sym, tuples), found `{elem}`",
-                       e.args[0].span)
-            return T.ERROR
-        return T.ListT(elem)
-
-    def i_ceil_div(self, e, sc):
-        ts = self._args(e, sc)
-        if self._arity(e, 2, "ceil_div(int, int) -> int"):
-            for t, a in zip(ts, e.args):
-                self.expect(t, T.INT, a, "argument of `ceil_div`")
-        return T.INT
-
-    def _policy_call(self, e, sc, params, result: T.Type, sig: str) -> T.Type:
-        name = e.func.name
-        allowed = INTRINSIC_SECTIONS[name]
-        if self.kind not in allowed:
-            self.error("E019", f"`{name}` can be used only in a " + " or ".join(f"`{k}`" for k in allowed)
-                       + " section", e.func.span)
-        ts = self._args(e, sc)
-        if self._arity(e, len(params), sig):
-            for t, a, (pname, spelling) in zip(ts, e.args, params):
-                self.expect(t, self.vocab.parse_spelling(spelling), a, f"argument `{pname}` of `{name}`")
-        return result
-
-    def i_legal_splits(self, e, sc):
-        return self._policy_call(e, sc, (("op", "Op"), ("dim", "int")), T.ListT(T.INT),
-                                 "legal_splits(op: Op, dim: int) -> list[int]")
-
-    def i_conforms(self, e, sc):
-        return self._policy_call(e, sc, (("op", "Op"), ("tiling", "Tiling")), T.BOOL,
-                                 "conforms(op: Op, tiling: Tiling) -> bool")
 
     # --------------------------------------------------------------- messages
     def message(self, s: A.Str, sc: Scope) -> None:
@@ -532,7 +486,3 @@ class ExpressionChecker:
                 return
             t = info.fields[fname]
 
-
-def builtin_names() -> list[str]:
-    """Names of the built-in functions (each is an ``i_<name>`` method above)."""
-    return [n[2:] for n in dir(ExpressionChecker) if n.startswith("i_")]

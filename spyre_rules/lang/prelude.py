@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang import types as T
+from spyre_rules.lang.builtins import BUILTINS
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.sections import REQUIRED_FIELDS, REQUIRED_TYPES
 from spyre_rules.lang.templates import is_reserved_name
 
 PRELUDE_NAME = "prelude.rules"
-
-BUILTIN_FUNCTIONS = ("len", "min", "max", "sum", "product", "count", "all", "any", "sorted",
-                     "ceil_div", "legal_splits", "conforms")
 
 
 @dataclass
@@ -175,7 +173,7 @@ class _Builder:
 
     def _fact(self, item: A.FactDecl) -> None:
         name = item.name.name
-        if name in BUILTIN_FUNCTIONS:
+        if name in BUILTINS:
             self.error("E016", f"`{name}` is a builtin function and cannot be declared as a fact",
                        item.name.span)
             return

@@ -67,12 +67,6 @@ ITEM_WORD = {
     A.CostItem: "cost", A.ExhaustedItem: "exhausted",
 }
 
-# Builtins that run other sections of the policy, and where they may be used.
-INTRINSIC_SECTIONS = {
-    "legal_splits": ("candidates", "search", "validation", "grouping"),
-    "conforms": ("grouping",),
-}
-
 # Types the language itself needs from the prelude: name -> "extern type" | "record" | "extern record".
 REQUIRED_TYPES = {
     "Op": "extern type", "Sym": "extern type", "Tiling": "extern type",
