@@ -24,7 +24,8 @@ def test_tables_are_built_once_then_read_back(tmp_path, monkeypatch):
     built = L.load_tables(GRAMMAR)
     assert [p.name for p in tmp_path.iterdir()] == [L.cache_file(GRAMMAR).name]
     assert L.load_tables(GRAMMAR) == built
-    assert L.cache_file(GRAMMAR).read_bytes() == __import__("marshal").dumps(built)
+    # marshal's bytes depend on object sharing (back-references), so compare values
+    assert __import__("marshal").loads(L.cache_file(GRAMMAR).read_bytes()) == built
 
 
 def test_a_changed_grammar_never_reads_the_old_tables(tmp_path, monkeypatch):
