@@ -4,14 +4,17 @@ The prelude is the contract between rules and Python.  The engine loads a
 policy only if
 
 * every declared ``fact`` has a Python binding and every binding is declared;
-* each binding's declared signature (``op_facts.SIGNATURES``) has the
-  prelude's parameter types and result type, and the Python function takes
-  that many arguments;
+* each binding's signature -- derived from the ``@fact`` function's
+  annotations (``spyre_rules.facts.registry``; a registry's ``signatures``) --
+  has the prelude's parameter types and result type, and the Python function
+  takes that many arguments;
 * every ``extern record`` the engine or a fact builds has exactly the
   prelude's fields, in order;
 * every ``config`` value names a setting of ``spyre_rules.config`` of that type.
 
-Any problem raises :class:`BindingError` listing all of them.
+Any problem raises :class:`BindingError` listing all of them at once (every
+missing, extra and mistyped fact, each naming the fact and, for a type
+mismatch, both signatures), so one run shows everything to fix.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def _facts(vocab: Vocabulary, facts: dict[str, Callable], signatures: dict[str, 
         declared = vocab.facts[name]
         text = signatures.get(name)
         if text is None:
-            problems.append(f"Python binding `{name}` has no type declaration (op_facts.SIGNATURES)")
+            problems.append(f"Python binding `{name}` has no signature (define it with @fact)")
             continue
         try:
             params, result = parse_signature(text, vocab)

@@ -9,6 +9,11 @@ Loading refuses, with the reason:
 * a policy with check errors -> ``PolicyError`` (carries the diagnostics; its
   message prints them as ``spyre-rules check`` would);
 * a prelude that disagrees with the Python facts -> ``BindingError``.
+
+Which facts: the bundled registry ``spyre_rules.facts.op_facts.REGISTRY``,
+unless ``load_policy(paths, facts=registry)`` is given another
+``FactRegistry`` -- the extension point for facts defined outside the package
+(e.g. ``registry = REGISTRY.extended()`` then ``@registry.fact``).
 """
 
 from __future__ import annotations
@@ -59,21 +64,23 @@ def _fact_records() -> dict[str, type]:
     return {"Read": Read, "Coord": Coord, "HostCoord": HostCoord, **ENGINE_RECORDS}
 
 
-def load_policy(paths: list[str] | None = None) -> Policy:
-    """Load, check, bind and compile the policy at ``paths`` (uncached)."""
+def load_policy(paths: list[str] | None = None, facts: Any = None) -> Policy:
+    """Load, check, bind and compile the policy at ``paths`` (uncached), binding the
+    facts of ``facts`` (a ``FactRegistry``; default: the bundled one)."""
     from spyre_rules.facts import op_facts
 
+    registry = op_facts.REGISTRY if facts is None else facts
     result = check_policy(paths)
     vocab, checker = result.vocab, result.checker
     extern = _fact_records()
-    check_bindings(vocab, op_facts.FACTS, op_facts.SIGNATURES, extern, SETTINGS)
+    check_bindings(vocab, registry.functions, registry.signatures, extern, SETTINGS)
     # Plain records are built by the rules: one frozen dataclass per declaration.
     records = dict(extern)
     for name, info in vocab.records.items():
         if not info.extern:
             records[name] = dataclasses.make_dataclass(name, list(info.fields), frozen=True)
     consts = {name: info.value for name, info in checker.consts.items() if info.ok}
-    program = compile_program(checker.sections, op_facts.FACTS, records, consts)
+    program = compile_program(checker.sections, registry.functions, records, consts)
     return Policy(
         source="bundled rules/" if not paths else os.pathsep.join(paths),
         files=list(result.names),

@@ -11,21 +11,20 @@ or splits dims breaks it: the same dim number then names different elements.
 
 from __future__ import annotations
 
-from typing import Any
-
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import as_int
+from spyre_rules.facts.registry import Op, fact
 
 __all__ = ["reads_dim_by_own_symbol"]
 
 
-def reads_dim_by_own_symbol(op: Any, buffer: str, dim: int) -> bool:
+@fact
+def reads_dim_by_own_symbol(op: Op, buffer: str, dim: int) -> bool:
     """Every read of ``buffer`` by ``op`` addresses the buffer's host dim ``dim``
     exactly by the loop symbol of ``op``'s output dim ``dim`` (same range), and no
     other host dim by it.  False when that cannot be shown."""
-    from spyre_rules.facts.op_facts import op_facts  # op_facts binds this fact
-
     facts = op_facts(op)
     d = as_int(dim)
     symbols = [s for s, out_dim in facts.symbol_dims.items() if out_dim == d]

@@ -27,7 +27,9 @@ from test_policy_loading import rules_copy
 
 ROOT = Path(__file__).resolve().parents[2] / "spyre_rules"
 ENGINE = ROOT / "engine"
-FACTS = [ROOT / "facts" / name for name in ("op_facts.py", "per_tile.py", "records.py")]
+FACTS = [ROOT / "facts" / name for name in (
+    "op_facts.py", "op_kind.py", "hint_kinds.py", "access.py", "alignment.py", "layout_facts.py",
+    "snapshot.py", "op_cache.py", "registry.py", "per_tile.py", "records.py")]
 HARMLESS = {0, 1, -1, 2}
 # Module constant -> why it is not policy.
 NAMED_EXCEPTIONS = {

@@ -1,0 +1,83 @@
+"""Facts about what an op reads and writes: its loop symbols and access coordinates.
+
+Each is a ``@fact`` (``spyre_rules.facts.registry``) answered from the op's
+cached snapshot (``spyre_rules.facts.op_cache``), which memoises the costly
+measurements per tiling and read; the facts themselves keep no cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from spyre_rules.facts.op_cache import op_facts
+from spyre_rules.facts.records import Coord, HostCoord, Read
+from spyre_rules.facts.registry import Op, Sym, Tiling, fact
+
+__all__ = ["full_output_coords", "has_output_coords", "input_reads", "output_coords", "output_dim",
+           "output_symbols", "read_coords", "read_host_coords", "reduction_symbols"]
+
+
+def _symbol_named(mapping: Any, sym: Any) -> Any:
+    """The key of ``mapping`` that is ``sym`` (a Symbol or its name), or None."""
+    if sym in mapping:
+        return sym
+    name = sym.name if isinstance(sym, sympy.Symbol) else str(sym)
+    for key in mapping:
+        if getattr(key, "name", None) == name:
+            return key
+    return None
+
+
+# --------------------------------------------------------------------------- symbols
+
+
+@fact
+def output_symbols(op: Op) -> frozenset[Sym]:
+    return frozenset(op_facts(op).symbol_dims)
+
+
+@fact
+def output_dim(op: Op, s: Sym) -> int | None:
+    dims = op_facts(op).symbol_dims
+    key = _symbol_named(dims, s)
+    return None if key is None else dims[key]
+
+
+@fact
+def reduction_symbols(op: Op) -> frozenset[Sym]:
+    return op_facts(op).reduction_symbols
+
+
+# --------------------------------------------------------------------------- coordinates
+
+
+@fact
+def output_coords(op: Op, tile: Tiling) -> list[Coord]:
+    return op_facts(op).output_coords(tile)
+
+
+@fact
+def has_output_coords(op: Op, tile: Tiling) -> bool:
+    return bool(op_facts(op).output_view(tile))
+
+
+@fact
+def full_output_coords(op: Op, tile: Tiling) -> list[Coord]:
+    return op_facts(op).full_output_coords(tile)
+
+
+@fact
+def input_reads(op: Op) -> list[Read]:
+    return op_facts(op).input_reads()
+
+
+@fact
+def read_coords(op: Op, read: Read, tile: Tiling) -> list[Coord]:
+    return op_facts(op).read_coords(read, tile)
+
+
+@fact
+def read_host_coords(op: Op, read: Read) -> list[HostCoord]:
+    return op_facts(op).read_host_coords(read)

@@ -1,0 +1,72 @@
+"""Facts about layouts and numbers: the within-stick dim, host sizes, divisors.
+
+Each is a ``@fact`` (``spyre_rules.facts.registry``) declared in
+``rules/prelude.rules``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from spyre_rules.facts.records import as_int as _int
+from spyre_rules.facts.registry import Layout, fact
+from spyre_rules.facts.snapshot import layout_fingerprint
+from spyre_rules.facts.stick_layout import within_stick_host_dim
+
+__all__ = ["divisors", "host_size", "stick_elems", "within_stick_dim"]
+
+
+def _host_ints(values: Any) -> list[int] | None:
+    out = [_int(v) for v in values]
+    return None if any(v is None for v in out) else out  # type: ignore[return-value]
+
+
+# Layout facts are asked once per split count and input; a layout's answer
+# depends only on its fingerprint (sizes, strides, device layout), so it is
+# cached on that (bounded: cleared when it grows past _LAYOUT_CACHE_SIZE).
+_STICK_DIMS: dict[tuple, int | None] = {}
+_LAYOUT_CACHE_SIZE = 1 << 14
+
+
+@fact
+def within_stick_dim(layout: Layout) -> int | None:
+    key = layout_fingerprint(layout)
+    if key in _STICK_DIMS:
+        return _STICK_DIMS[key]
+    size, stride = _host_ints(layout.size), _host_ints(layout.stride)
+    found = None if size is None or stride is None else within_stick_host_dim(
+        size, stride, layout.device_layout)
+    if len(_STICK_DIMS) >= _LAYOUT_CACHE_SIZE:
+        _STICK_DIMS.clear()
+    _STICK_DIMS[key] = found
+    return found
+
+
+@fact
+def host_size(layout: Layout, dim: int) -> int | None:
+    d = _int(dim)
+    sizes = list(layout.size)
+    if d is None or not 0 <= d < len(sizes):
+        return None
+    return _int(sizes[d])
+
+
+@fact
+def stick_elems(layout: Layout) -> int:
+    return layout.device_layout.elems_per_stick
+
+
+@fact
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` ascending, by trial division up to sqrt(n)."""
+    v = _int(n)
+    if v is None or v < 1:
+        return []
+    low, high = [], []
+    for i in range(1, math.isqrt(v) + 1):
+        if v % i == 0:
+            low.append(i)
+            if i != v // i:
+                high.append(v // i)
+    return low + high[::-1]

@@ -1,0 +1,97 @@
+"""Facts that classify an operation: its IR type, layout kind, rank and reads.
+
+Each is a ``@fact`` (``spyre_rules.facts.registry``): declared in
+``rules/prelude.rules``, defined here once, signature from the annotations.
+They measure and decide nothing.
+"""
+
+from __future__ import annotations
+
+from torch._inductor import ir
+from torch._inductor.dependencies import MemoryDep
+
+from spyre_rules.facts.op_cache import op_facts
+from spyre_rules.facts.records import FactError
+from spyre_rules.facts.records import as_int as _int
+from spyre_rules.facts.registry import Layout, Op, fact
+from spyre_rules.facts.snapshot import op_name, static_layout
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+
+__all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
+           "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
+           "is_reduction", "layout", "rank", "read_buffers"]
+
+BATCH_MATMUL = "batchmatmul"
+
+
+@fact
+def is_computed_buffer(op: Op) -> bool:
+    return isinstance(op, ir.ComputedBuffer)
+
+
+@fact
+def has_fixed_tiled_layout(op: Op) -> bool:
+    return isinstance(getattr(op, "layout", None), FixedTiledLayout)
+
+
+@fact
+def is_pointwise(op: Op) -> bool:
+    return isinstance(getattr(op, "data", None), ir.Pointwise)
+
+
+@fact
+def is_reduction(op: Op) -> bool:
+    return isinstance(getattr(op, "data", None), ir.Reduction)
+
+
+@fact
+def is_batch_matmul(op: Op) -> bool:
+    return is_reduction(op) and getattr(op.data, "reduction_type", None) == BATCH_MATMUL
+
+
+@fact
+def has_static_layout(op: Op) -> bool:
+    return static_layout(getattr(op, "layout", None))
+
+
+@fact
+def has_indirect_reads(op: Op) -> bool:
+    """True if a read goes through an indirect (gather/scatter) index.
+
+    If Inductor cannot list the op's reads at all, the answer is True: "cannot
+    tell" must not read as "only direct reads".
+    """
+    rw = op_facts(op).read_writes
+    if rw is None:
+        return True
+    return any(d.is_indirect() for d in rw.reads if isinstance(d, MemoryDep))
+
+
+@fact
+def rank(op: Op) -> int:
+    return len(getattr(getattr(op, "data", None), "ranges", None) or ())
+
+
+@fact
+def extent(op: Op, dim: int) -> int | None:
+    ranges = list(getattr(getattr(op, "data", None), "ranges", None) or ())
+    d = _int(dim)
+    if d is None or not 0 <= d < len(ranges):
+        return None
+    return _int(ranges[d])
+
+
+@fact
+def layout(op: Op) -> Layout:
+    found = getattr(op, "layout", None)
+    if not isinstance(found, FixedTiledLayout):
+        raise FactError(
+            f"{op_name(op)} has a {type(found).__name__}, not a FixedTiledLayout "
+            "(check has_fixed_tiled_layout first)"
+        )
+    return found
+
+
+@fact
+def read_buffers(op: Op) -> frozenset[str]:
+    return frozenset(d.name for d in op_facts(op).memory_reads)
