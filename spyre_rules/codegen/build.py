@@ -30,14 +30,14 @@ from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import RulesGraphState
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.access import access_coordinates
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.codegen.recorder import ProgramRecorder
 from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState
+from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 __all__ = ["build_op_spec", "op_name"]
 
