@@ -231,7 +231,7 @@ class _Grouper:
 def _hints(op: Any, levels: list[Level] | None, shared: list[Level], ids: list[int]) -> list[Any]:
     """One synthetic DimHint per level: the op's loop variable of that host dim
     (none for a loop-invariant member: ``levels`` None)."""
-    from spyre_rules.hints import DimHint
+    from spyre_rules.ir.dim_hint import DimHint
 
     if levels is None:
         return [DimHint(dim_names=list(facts.AUTO_HINT_DIM_NAMES), split_count=level.split,
