@@ -2,13 +2,14 @@
 
 Spec: seed 003 (attribute contract, group forms), design/layout_model.md §5.2.
 Per group ``g`` with levels ``[(count_0, dims_0), ...]`` (outermost first), every op
-of the group gets
+of the group gets a ``LoopStamp`` (``ir/loop_stamp.py``; read it with
+``loop_group_id(op)``, ``loop_count(op)``, ``loop_tiled_dims(op)``):
 
-* ``loop_group_id``   -- nesting path ``(g, 0, ..., 0)``, one entry per level;
-* ``loop_count``      -- ``[sympy.Integer(count_l), ...]``, outermost first;
-* ``loop_tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
-* ``loop_tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
-  (always empty lists: tiling a reduction dim needs accumulation, refused below);
+* ``group_id``   -- nesting path ``(g, 0, ..., 0)``, one entry per level;
+* ``counts``     -- ``sympy.Integer(count_l)`` per level, outermost first;
+* ``tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
+* ``tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
+  (always empty: tiling a reduction dim needs accumulation, refused below);
 
 and its ``data.ranges`` are divided exactly, level by level, so the op describes
 the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
@@ -64,6 +65,7 @@ from torch._inductor import ir
 
 from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
+from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.facts.stick_layout import (
     contiguous_strides,
     resize_device_layout,
@@ -328,10 +330,10 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
             f"coarse_tile: group {index}: {op_description(op)} is not a Pointwise or "
             "Reduction ComputedBuffer"
         )
-    if getattr(op, "loop_group_id", None) is not None:
+    if loop_group_id(op) is not None:
         raise CoarseTileError(
             f"coarse_tile: group {index}: {op_description(op)} is already tiled "
-            f"(loop_group_id {op.loop_group_id})"
+            f"(loop_group_id {loop_group_id(op)})"
         )
     ranges = _static(op.data.ranges, "ranges", op)
     red = (
@@ -377,10 +379,9 @@ def _apply(plan: _OpPlan) -> None:
         if device is not None:
             layout.device_layout = device
     drop_caches(op, op.data)
-    op.loop_group_id = plan.group_id
-    op.loop_count = list(plan.counts)
-    op.loop_tiled_dims = [list(d) for d in plan.tiled]
-    op.loop_tiled_reduction_dims = [[] for _ in plan.tiled]
+    set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
+                                 tiled_dims=plan.tiled,
+                                 tiled_reduction_dims=[[] for _ in plan.tiled]))
 
 
 def coarse_tile(
