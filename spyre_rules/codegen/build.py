@@ -169,11 +169,14 @@ def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Loo
         add_var(sympy.Integer(extents[d]) if d in extents else s) if d in kept else sympy.S.Zero
         for d, s in enumerate(sizes)
     ]
-    reduction = [add_var(s) for s in op.get_reduction_size() if s != 1]
+    # A unit reduction dim gets index 0, not no index: the reduction's loader takes
+    # one index per reduced dim (Inductor's squeeze does the same).
+    reduction_index = [add_var(s) if s != 1 else sympy.S.Zero for s in op.get_reduction_size()]
+    reduction = [v for v in reduction_index if isinstance(v, sympy.Symbol)]
     with patch.object(ir.ConstantBuffer, "override_device", op.get_device()):
         body = LoopBody(
             op.get_store_function(),
-            [index, reduction] if op.get_reduction_type() else [index],
+            [index, reduction_index] if op.get_reduction_type() else [index],
             var_ranges,
             [v for v in index if isinstance(v, sympy.Symbol)],
             reduction,

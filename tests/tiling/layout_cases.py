@@ -24,7 +24,8 @@ def inputs(shapes, names, dtype, seed=0):
         if dims is None:
             continue
         for n, size in zip(dims, x.shape):
-            declare_tensor_dim(n, size)
+            if n is not None:  # an unnamed dim
+                declare_tensor_dim(n, size)
         name_tensor_dims(x, dims)
     return xs
 
