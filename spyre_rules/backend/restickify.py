@@ -35,10 +35,11 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description, rename_loads
+from spyre_rules.ir.op_identity import set_op_kind
 
 __all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
 
-#: ``op.spyre_rules_kind`` of inserted copies; codegen names their OpSpecs after it.
+#: The stamped kind (``set_op_kind``) of inserted copies; codegen names their OpSpecs after it.
 RESTICKIFY_KIND = "ReStickifyOpHBM"
 
 
@@ -157,7 +158,7 @@ def _make_restickify(
     graph.operations.remove(buf)
     graph.operations.insert(graph.operations.index(consumer), buf)
     buf.origins = type(consumer.origins)(consumer.origins)
-    buf.spyre_rules_kind = RESTICKIFY_KIND
+    set_op_kind(buf, RESTICKIFY_KIND)
     state.layouts[name] = layout
     state.restickified[key] = name
     return name

@@ -38,14 +38,15 @@ from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
+from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.program.op_spec import OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "op_name"]
+__all__ = ["build_op_spec", "spec_op_name"]
 
 
-def op_name(op: ir.ComputedBuffer) -> str:
+def spec_op_name(op: ir.ComputedBuffer) -> str:
     """The OpSpec ``op``: the reduction type, a restickify, or the aten op name."""
-    kind = getattr(op, "spyre_rules_kind", None)
+    kind = stamped_kind(op)
     if kind is not None:
         return kind
     if isinstance(op.data, ir.Reduction):
@@ -113,7 +114,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             name=access.buffer,
         ))
     spec = OpSpec(
-        op=op_name(op),
+        op=spec_op_name(op),
         is_reduction=isinstance(op.data, ir.Reduction),
         iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
         args=args,

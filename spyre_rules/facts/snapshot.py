@@ -48,18 +48,12 @@ from spyre_rules.facts.per_tile import (
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, tiling_key
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.op_identity import op_name
 
-__all__ = ["OpFacts", "layout_fingerprint", "op_name", "per_snapshot", "snapshot", "static_layout"]
+__all__ = ["OpFacts", "layout_fingerprint", "per_snapshot", "snapshot", "static_layout"]
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def op_name(op: Any) -> str:
-    try:
-        return str(op.get_name())
-    except Exception:  # noqa: BLE001 - unnamed IR nodes are described by type
-        return type(op).__name__
 
 
 def static_layout(layout: Any) -> bool:

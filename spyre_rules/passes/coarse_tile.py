@@ -66,6 +66,7 @@ from torch._inductor import ir
 from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
+from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.stick_layout import (
     contiguous_strides,
     resize_device_layout,
@@ -172,26 +173,19 @@ def _check_contiguous(
     missing = [op for op in ops if id(op) not in position]
     if missing:
         raise CoarseTileError(
-            f"coarse_tile: group {index} ops {[_name(op) for op in missing]} are not in "
+            f"coarse_tile: group {index} ops {[op_name(op) for op in missing]} are not in "
             "the operations"
         )
     ordered = sorted(ops, key=lambda op: position[id(op)])
     first, last = position[id(ordered[0])], position[id(ordered[-1])]
     if last - first + 1 != len(ops):
         members = {id(op) for op in ops}
-        gap = [_name(op) for op in ops_list[first:last + 1] if id(op) not in members]
+        gap = [op_name(op) for op in ops_list[first:last + 1] if id(op) not in members]
         raise CoarseTileError(
-            f"coarse_tile: group {index} ops {[_name(op) for op in ordered]} are not a "
+            f"coarse_tile: group {index} ops {[op_name(op) for op in ordered]} are not a "
             f"contiguous slice of the operations ({gap} sit between them)"
         )
     return ordered
-
-
-def _name(op: Any) -> str:
-    try:
-        return op.get_name()
-    except Exception:  # noqa: BLE001 - describe unnamed objects by type
-        return type(op).__name__
 
 
 def _dim_hint(op: Any, hint_id: Any, where: str) -> Any:

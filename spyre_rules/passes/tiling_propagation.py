@@ -61,6 +61,7 @@ from spyre_rules.ir.loop_stamp import (
     loop_tiled_dims,
     set_loop_stamp,
 )
+from spyre_rules.ir.op_identity import set_op_kind
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
 
@@ -70,7 +71,7 @@ __all__ = [
     "tile_groups",
 ]
 
-#: ``spyre_rules_kind`` of the copy ops (codegen names their OpSpecs ``copy``).
+#: The stamped kind (``set_op_kind``) of the copy ops (codegen names their OpSpecs ``copy``).
 COPY_KIND = "copy"
 
 
@@ -169,7 +170,7 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     graph.operations.remove(buf)
     graph.operations.insert(graph.operations.index(op) + 1, buf)
     buf.origins = type(op.origins)(op.origins)
-    buf.spyre_rules_kind = COPY_KIND
+    set_op_kind(buf, COPY_KIND)
     stamp = loop_stamp(op)
     set_loop_stamp(buf, LoopStamp(group_id=stamp.group_id, counts=stamp.counts,
                                   tiled_dims=stamp.tiled_dims,
