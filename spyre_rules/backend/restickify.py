@@ -11,7 +11,7 @@ each operand's stick must be the one the op expects:
   operand must be stuck on the reduction variable ``k``.
 
 When a read breaks the rule, a *restickify* op (a copy whose output keeps the
-host shape but is stuck on the needed host dim -- layout_model §1.5) is inserted
+host shape but is stuck on the needed host dim -- docs/layout_model.md §1.5) is inserted
 before the consumer, and the consumer's loads of that buffer are redirected to
 the copy.  One restickified copy per (buffer, stick dim) is shared.
 Reads where no host dim of the buffer is driven by the needed variable (e.g. a

@@ -8,7 +8,7 @@ tiles keeps its symbol even when its per-tile extent is 1: Inductor's default
 body squeezes unit dims to the constant 0, which would leave the loop nothing
 to move (every iteration would recompute tile 0).  The recorder turns the body
 into the SSA program; each access becomes a TensorArg with device coordinates
-from the buffer's stick layout (layout_model §1.4).
+from the buffer's stick layout (docs/layout_model.md §1.4).
 
 A tiled op describes one tile, but its indices and the coordinates of every
 tensor that moves with the loop are read at ``sym + i*step`` for every tile, so

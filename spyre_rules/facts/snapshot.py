@@ -17,7 +17,7 @@ and installs it around those queries.  Answers given before any graph was set
 are not memoised ("unknown now, retry later").
 
 Symbols: Inductor squeezes size-1 dims out of MemoryDeps while ``data.ranges``
-keeps them (docs/layout_model.md §7.10); ``ReadWrites.range_vars`` says which loop
+keeps them (docs/layout_model.md §7.2); ``ReadWrites.range_vars`` says which loop
 variable (or 0) iterates each position of ``data.ranges`` -- the output host
 dims -- and is what maps a symbol back to its host dim.
 """
@@ -224,7 +224,7 @@ class OpFacts:
             return None
         return list(rw.range_vars[:n])
 
-    # ------------------------------------------------------------ symbols (layout_model §3.5)
+    # ------------------------------------------------------------ symbols (docs/layout_model.md §3.5)
 
     @property
     def symbol_dims(self) -> dict[sympy.Symbol, int]:

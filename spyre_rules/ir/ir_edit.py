@@ -1,4 +1,4 @@
-"""Small, careful edits of Inductor IR objects (design/inductor_integration.md §4).
+"""Small, careful edits of Inductor IR objects (docs/inductor_integration.md §3).
 
 ``Loops``/``Pointwise``/``Reduction`` are frozen dataclasses and many of their
 methods cache results on the instance (``cache_on_self`` stores

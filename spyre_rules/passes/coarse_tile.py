@@ -1,6 +1,6 @@
 """``coarse_tile(operations, groups)``: stamp counted loops on ops and shrink them to one tile.
 
-Spec: seed 003 (attribute contract, group forms), design/layout_model.md §5.2.
+Spec: docs/layout_model.md §5.1 (group forms) and §5.2.
 Per group ``g`` with levels ``[(count_0, dims_0), ...]`` (outermost first), every op
 of the group gets a ``LoopStamp`` (``ir/loop_stamp.py``; read it with
 ``loop_group_id(op)``, ``loop_count(op)``, ``loop_tiled_dims(op)``):
@@ -43,7 +43,7 @@ count not dividing a dim, reduction dim tiled (by a count above 1: count 1 is on
 tile over the whole dim, so the op stays loop-invariant in that level), unknown
 hint id, a device layout that cannot be rebuilt.
 
-Edits follow design/inductor_integration.md §4: ``Loops`` are frozen, so ranges
+Edits follow docs/inductor_integration.md §3: ``Loops`` are frozen, so ranges
 are written with ``object.__setattr__`` and Inductor's ``cache_on_self`` results
 on the op and its data are dropped (``ir_edit.set_frozen``/``drop_caches``).  The
 layout object is edited in place because the backend's per-graph state

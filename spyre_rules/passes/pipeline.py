@@ -34,7 +34,7 @@ plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with 
 
 Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
 The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
-tiling, because it sizes per-tile buffers (docs/layout_model.md §5.1).
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.9).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``scratchpad_planning``: put loop-internal per-tile buffers in the LX scratchpad.
 
-Seed 003's ``scratchpad_planning`` step, gated by ``config.lx_planning`` and run by
+The ``scratchpad_planning`` step (docs/layout_model.md §5.9), gated by ``config.lx_planning`` and run by
 the pipeline pass right after coarse tiling (it must see per-tile sizes: before
 tiling every buffer is full-size and would not fit).
 

@@ -1,6 +1,6 @@
 """``insert_tiling_propagation``: what the rest of the graph sees of a tiled op.
 
-Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
+Spec: docs/layout_model.md §5.3.  After
 ``coarse_tile`` every op of a group computes one tile per innermost iteration
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:

@@ -1,6 +1,6 @@
 """``CountedLoopSchedulerNode`` and ``build_loop_scheduler_nodes``.
 
-Why a ``FusedSchedulerNode`` subclass (seed 003 "Rejected alternatives"):
+Why a ``FusedSchedulerNode`` subclass (docs/layout_model.md §5.4):
 ``Scheduler._codegen`` dispatches only ``SchedulerNode | FusedSchedulerNode`` to
 ``codegen_node``, and a GroupedSchedulerNode would be unpacked before codegen.
 The wrapper never unpacks (``unpack() -> [self]``) and never fuses

@@ -1,6 +1,6 @@
 """capture_operations: real Inductor ops, after layouts and restickify, nothing run.
 
-Layout numbers are the worked examples of layout_model §1.5 / §6.2 / §6.3.
+Layout numbers are the worked examples of docs/layout_model.md §1.5 / §6.2 / §6.3.
 """
 
 from __future__ import annotations

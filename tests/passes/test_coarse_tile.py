@@ -1,4 +1,4 @@
-"""coarse_tile on ops captured from real programs (seed 003, layout_model §5.2/§6)."""
+"""coarse_tile on ops captured from real programs (docs/layout_model.md §5.2/§6)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def assert_seed_tiles(ops, graph_context):
                 assert list(dep.ranges.values()) == [512, 1024], dep
 
 
-# --------------------------------------------------------------------------- seed 003
+# --------------------------------------------------------------------------- docs/layout_model.md §5.2
 
 
 def test_seed003_nested_hints(capture):
@@ -160,7 +160,7 @@ def test_separate_groups_get_their_own_ids(capture):
     assert ops[1].data.ranges == [512, 2048]
 
 
-# --------------------------------------------------------------------------- layout_model §6
+# --------------------------------------------------------------------------- docs/layout_model.md §6
 
 
 def test_span_overflow_style_hint_group(capture):

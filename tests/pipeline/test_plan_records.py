@@ -59,10 +59,10 @@ def test_add_is_tiled_five_ways_on_host_dim_1():
 
 
 def test_sum_dim0_gets_the_span_safe_plan():
-    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The seed's ((0, 10)) leaves the write of
+    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The reference's ((0, 10)) leaves the write of
     each tile into the full (20, 16, 64) output spanning 40,960 bytes, so the bundled
     policy picks ((0, 10), (1, 8)) (tests/engine/test_seed_examples.py, test 4); the
-    seed's plan comes back when that requirement is dropped (test_end_to_end.py)."""
+    reference's plan comes back when that requirement is dropped (test_end_to_end.py)."""
     ops = capture_auto(sum0, h(2, 20, 16, 64))
     (op,) = ops
     record = records(ops)["buf0"]
