@@ -3,7 +3,7 @@
 Everything here is a *temporary* change to process-global Inductor state, made
 only for the duration of one ``compile_fx`` call and undone in ``finally`` (also
 when compilation raises).  Hook points and why each is needed are described in
-``design/inductor_integration.md`` §3/§4 (verified on torch 2.13):
+``docs/inductor_integration.md`` §1 and §4 (verified on torch 2.13):
 
 * Inductor config: no reduction splitting/unrolling (we need one Reduction per
   aten reduction), no buffer reuse (every buffer gets its own device

@@ -1,6 +1,6 @@
 """Give every graph input, constant and ComputedBuffer a FixedTiledLayout.
 
-Stick choice (layout_model §1.3): the stick is the last host dim (the generic
+Stick choice (docs/layout_model.md §1.3): the stick is the last host dim (the generic
 layout, ``dim_order = None``).  Only when the last host dim has size 1 (e.g. a
 ``keepdim`` reduction output ``[M, 1]``) do we follow the reference's
 ``_compute_dim_order`` shape instead: the stick is the last dim of size > 1,

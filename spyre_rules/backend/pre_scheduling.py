@@ -29,20 +29,18 @@ from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES, SKIPPED_BY_CAP
 from spyre_rules.backend.restickify import insert_restickify
 from spyre_rules.backend.support import check_supported
 from spyre_rules.codegen.dump import dump_graph
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.op_identity import op_kind
 from spyre_rules.program.memory_map import MemoryMap
 
 __all__ = [
     "run_pre_scheduling_passes",
-    "NO_PLAN",
     "capture_sink",
     "CaptureComplete",
 ]
-
-#: Plan decision of an op no planner has decided on (never a made-up decision).
-NO_PLAN = "no plan"
 
 # When set (by capture_operations), ``(graph, operations)`` is appended here and
 # the compilation stops with CaptureComplete instead of generating code.
@@ -66,16 +64,6 @@ class capture_sink:  # noqa: N801 - used as a context manager, reads like a func
     def __exit__(self, *exc: object) -> None:
         global _capture_sink
         _capture_sink = self._saved
-
-
-def op_kind(op: Any) -> str:
-    kind = getattr(op, "spyre_rules_kind", None)
-    if kind is not None:
-        return kind
-    data = getattr(op, "data", None)
-    if isinstance(data, ir.Reduction):
-        return f"reduction:{data.reduction_type}"
-    return "pointwise"
 
 
 def layout_record(layout: Any) -> dict[str, Any]:

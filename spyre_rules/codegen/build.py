@@ -8,7 +8,7 @@ tiles keeps its symbol even when its per-tile extent is 1: Inductor's default
 body squeezes unit dims to the constant 0, which would leave the loop nothing
 to move (every iteration would recompute tile 0).  The recorder turns the body
 into the SSA program; each access becomes a TensorArg with device coordinates
-from the buffer's stick layout (layout_model §1.4).
+from the buffer's stick layout (docs/layout_model.md §1.4).
 
 A tiled op describes one tile, but its indices and the coordinates of every
 tensor that moves with the loop are read at ``sym + i*step`` for every tile, so
@@ -37,14 +37,16 @@ from spyre_rules.errors import CoordinateError
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
+from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.program.op_spec import OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "op_name"]
+__all__ = ["build_op_spec", "spec_op_name"]
 
 
-def op_name(op: ir.ComputedBuffer) -> str:
+def spec_op_name(op: ir.ComputedBuffer) -> str:
     """The OpSpec ``op``: the reduction type, a restickify, or the aten op name."""
-    kind = getattr(op, "spyre_rules_kind", None)
+    kind = stamped_kind(op)
     if kind is not None:
         return kind
     if isinstance(op.data, ir.Reduction):
@@ -112,7 +114,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             name=access.buffer,
         ))
     spec = OpSpec(
-        op=op_name(op),
+        op=spec_op_name(op),
         is_reduction=isinstance(op.data, ir.Reduction),
         iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
         args=args,
@@ -126,12 +128,12 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     )
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
-        check_rigid_tiles(spec, [int(c) for c in op.loop_count], what, host_dims)
+        check_rigid_tiles(spec, [int(c) for c in loop_count(op)], what, host_dims)
     return spec
 
 
 def _tiled_dims(op: ir.ComputedBuffer) -> set[int]:
-    return {d for dims in getattr(op, "loop_tiled_dims", None) or () for d in dims}
+    return {d for dims in loop_tiled_dims(op) for d in dims}
 
 
 def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
@@ -143,8 +145,8 @@ def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
 def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """Loop-wide extent of each tiled output dim: its per-tile extent times the
     counts of every level tiling it (the range its index takes over all tiles)."""
-    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
-    counts = [int(c) for c in getattr(op, "loop_count", None) or ()]
+    levels = loop_tiled_dims(op)
+    counts = [int(c) for c in loop_count(op)]
     tile = [int(r) for r in op.get_pointwise_size()]
     return {
         d: tile[d] * math.prod(c for c, dims in zip(counts, levels) if d in dims)
@@ -188,17 +190,17 @@ def _tiling(
 ) -> tuple[list[list[Any]], list[list[int]] | None]:
     """``(tiled_symbols, tiled_steps)`` of a tiled op (OpSpec fields, op_spec.py).
 
-    ``op.loop_tiled_dims`` holds positions in ``data.ranges``, outermost level
+    ``loop_tiled_dims(op)`` holds positions in ``data.ranges``, outermost level
     first; OpSpec lists are **innermost level first**.  Unit dims that no level
     tiles have no symbol (``_kept_dims``): positions map past them.  A dim tiled
     at several levels advances, per iteration of level ``l``, by its per-tile
     extent times the counts of the deeper levels tiling it.  ``tiled_steps`` is
     None when every step is the per-tile extent.
     """
-    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
+    levels = loop_tiled_dims(op)
     if not levels:
         return [], None
-    counts = [int(c) for c in op.loop_count]
+    counts = [int(c) for c in loop_count(op)]
     tile = [int(r) for r in op.get_pointwise_size()]
     kept = _kept_dims(op)
     symbols, steps = [], []

@@ -1,6 +1,6 @@
 """Print a kernel's program as Python source for the generated wrapper.
 
-Layout follows layout_model §5.6: one field per line, every sympy value as
+Layout follows docs/layout_model.md §5.6: one field per line, every sympy value as
 ``sympify('<str>')``, device formats as ``DataFormats.X``; ``tiled_symbols`` is
 printed only when non-empty.  The wrapper module evaluates this source, so the
 executor runs exactly what is printed (nothing is passed around in memory).

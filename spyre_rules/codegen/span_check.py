@@ -40,6 +40,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.codegen.loops import arg_moves, level_symbols
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
@@ -247,7 +248,7 @@ def _planner_decision(record: dict[str, Any] | None, dim: DimCheck) -> str:
     if record is None:
         text = "the op has no plan record"
     else:
-        decision = record.get("decision", "no plan")
+        decision = record.get("decision", NO_PLAN)
         reason = record.get("reason")
         text = f"{decision}: {reason}" if reason else str(decision)
     if dim.symbols and set(dim.symbols) <= set(dim.reduction_symbols):

@@ -16,7 +16,7 @@ largest error against eager.
 Why a small limit: the hardware limit is 256 MiB per core, so a tensor that
 overflows it is several GB -- too large for a CPU simulation that finishes in
 seconds.  The demo compiles at ``--max-span-bytes 8192`` (default) with
-``--sencores 4``, the small-limit setting of the seed tests, where KiB-sized
+``--sencores 4``, the small-limit setting of docs/layout_model.md §6.1-§6.2, where KiB-sized
 tensors hit the same planner decisions.
 
 Exit codes: 0 the program compiled, every generated op's spans fit the limit
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     hide_cache_off_warning()
     import os
 
-    # Inductor caches would skip the pipeline on a hit (design/inductor_integration.md).
+    # Inductor caches would skip the pipeline on a hit (docs/inductor_integration.md pitfall 7).
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
     plot_path = None

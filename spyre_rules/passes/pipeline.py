@@ -34,7 +34,7 @@ plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with 
 
 Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
 The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
-tiling, because it sizes per-tile buffers (docs/layout_model.md §5.1).
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.9).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import hints_to_coarse_tile_groups
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -144,7 +145,7 @@ def record_decisions(
         if name in user_ops:
             continue
         if outcome is None:
-            record.update(decision="no plan", source=None, levels=[], reason=_off_reason(),
+            record.update(decision=NO_PLAN, source=None, levels=[], reason=_off_reason(),
                           rule=None, rule_message=None, rule_trace=[])
             continue
         record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
@@ -186,7 +187,7 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
     else:
         decider, reason = step, step.message if step is not None else None
     return {
-        "decision": decision.decision if decision is not None else "no plan",
+        "decision": decision.decision if decision is not None else NO_PLAN,
         "source": AUTO if hint_ids is not None else None,
         "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
         "own_plan": ([list(s) for s in decision.plan.splits]

@@ -10,6 +10,7 @@ import spyre_rules
 from spyre_rules import Unsupported, config
 from spyre_rules.engine import group_operations
 from spyre_rules.hints import DimHint
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 
 from helpers import FP16, assert_span_safe, by_name, capture, without_hints
 
@@ -161,5 +162,5 @@ def test_coarse_tile_consumes_the_groups(x):
             spyre_rules.coarse_tile(ops, groups)
     (op,) = ops
     assert list(op.data.ranges) == [1, 4, 16, 64]
-    assert [int(c) for c in op.loop_count] == [5]
-    assert op.loop_tiled_dims == [[1]]
+    assert [int(c) for c in loop_count(op)] == [5]
+    assert loop_tiled_dims(op) == [[1]]

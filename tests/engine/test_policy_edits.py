@@ -101,7 +101,7 @@ def test_let_a_reduction_join_a_pointwise_run(policy):
 
 @pytest.mark.unsafe_plans
 def test_per_tile_only_validation_gives_the_seed_number(policy):
-    """Without the full-buffer requirement the policy is the seed's: x.sum(dim=0) on
+    """Without the full-buffer requirement the policy is the reference's: x.sum(dim=0) on
     (2, 20, 16, 64) at 8 KiB splits ((0, 10)) -- and the verifier shows why the
     bundled policy does not: every tile's full-buffer write spans 40,960 bytes."""
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
