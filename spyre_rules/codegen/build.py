@@ -34,7 +34,7 @@ from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import RulesGraphState
 from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.access import access_coordinates
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
+from spyre_rules.codegen.op_spec import IndirectIndex, OpSpec, TensorArg
 from spyre_rules.codegen.recorder import ProgramRecorder
 from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
@@ -99,17 +99,24 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         dl = layout.device_layout
         fixed = bool(getattr(layout, "per_tile_fixed", False))
         moves = not fixed and "lx" not in layout.allocation
+        indirect = [
+            IndirectIndex(sym, size, recorder.index_source(sym))
+            for sym, (_, size) in recorder.indirect.items()
+            if sym in access.index.free_symbols
+        ]
+        extra = {ind.symbol: sympy.Integer(ind.size) for ind in indirect}
         args.append(TensorArg(
             is_input=access.is_input,
             arg_index=-1,  # set once the kernel's argument list is complete
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(
-                layout, access.index, loop_ranges if moves else ranges, what
+                layout, access.index, {**(loop_ranges if moves else ranges), **extra}, what
             ),
             allocation=dict(layout.allocation),
             per_tile_fixed=fixed,
             name=access.buffer,
+            indirect=indirect,
         ))
     spec = OpSpec(
         op=op_name(op),
