@@ -17,6 +17,7 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -39,7 +40,7 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling
+from spyre_rules.backend import matmul, pre_scheduling, scan
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 # Registers the coarse-tiling seams: the tiling pre-scheduling pass (user-hint
@@ -194,5 +195,6 @@ def spyre_rules_context() -> Iterator[None]:
             )
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(scan.scan_lowerings())
         stack.enter_context(_cpu_codegen_registered())
         yield
