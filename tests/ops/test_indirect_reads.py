@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ops_helpers import DTYPES, check, fresh_dims, named, randint, randn, run_spyre
 from spyre_rules import config
-from spyre_rules.codegen.op_spec import IndirectIndex
+from spyre_rules.program.op_spec import IndirectIndex
 from spyre_rules.executor import IndirectIndexError
 
 
