@@ -20,7 +20,7 @@ __all__ = ["format_value", "format_program", "kernel_definition"]
 
 IMPORTS = (
     "from spyre_rules.codegen.op_spec import "
-    "DataFormats, IndirectIndex, LoopSpec, OpSpec, TensorArg, TensorPlacement, sympify",
+    "DataFormats, LoopSpec, OpSpec, TensorArg, TensorPlacement, sympify",
     "from spyre_rules.executor.runtime import rules_device, rules_make_kernel",
 )
 
@@ -67,10 +67,9 @@ def _tensor_arg(arg: TensorArg, pad: str) -> list[str]:
         lines.append(f"{pad}    name={arg.name!r},")
     if arg.segment is not None:
         lines.append(f"{pad}    segment=({int(arg.segment[0])}, {int(arg.segment[1])}),")
-    if arg.indirect:
+    if arg.indirect:  # (symbol, size, source_arg) triples; TensorArg builds IndirectIndex
         inds = ", ".join(
-            f"IndirectIndex({format_value(i.symbol)}, {int(i.size)}, {format_value(i.source_arg)})"
-            for i in arg.indirect)
+            format_value((i.symbol, int(i.size), i.source_arg)) for i in arg.indirect)
         lines.append(f"{pad}    indirect=[{inds}],")
     lines.append(f"{pad}),")
     return lines

@@ -130,7 +130,12 @@ class TensorArg:
     #: Accesses are bounds-checked against both.
     segment: tuple[int, int] | None = None
     #: the data-dependent symbols of ``device_coordinates`` (gather reads; module doc)
+    #: (the wrapper source prints ``(symbol, size, source_arg)`` triples)
     indirect: list[IndirectIndex] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.indirect = [i if isinstance(i, IndirectIndex) else IndirectIndex(*i)
+                         for i in self.indirect]
 
     def indirect_ranges(self) -> dict[sympy.Symbol, int]:
         """``{indirect symbol: size}``: the range each data-dependent symbol can take."""
