@@ -17,6 +17,10 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* ``dynamo_common.aot_autograd`` -> ``keep_inference_input_mutations=False``:
+  an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
+  autograd's runtime wrapper copies back into the input.
+* ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -33,13 +37,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._dynamo.backends import common as dynamo_common
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling
+from spyre_rules.backend import matmul, pre_scheduling, scan
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -77,6 +82,21 @@ def decomposition_table() -> dict[Any, Any]:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
     return table
+
+
+def _input_mutations_as_outputs(original: Any) -> Any:
+    """compile_fx asks AOT autograd to keep input mutations in the graph (a
+    ``copy_`` into the input's buffer, a MutationLayout op the program cannot
+    write).  Without it the graph returns the new value like any output and AOT's
+    runtime wrapper copies it into the caller's tensor: the computation stays on
+    the Spyre program, only the write-back to host memory happens on the host,
+    as every output's unstickify does."""
+
+    def aot_autograd(**kwargs: Any) -> Any:
+        kwargs["keep_inference_input_mutations"] = False
+        return original(**kwargs)
+
+    return aot_autograd
 
 
 def _always_large_inner_fn(self: Any, threshold: int | None = None) -> bool:
@@ -187,6 +207,11 @@ def spyre_rules_context() -> Iterator[None]:
                 _make_update_scheduler(GraphLowering._update_scheduler),
             )
         )
+        stack.enter_context(
+            _patched_attr(dynamo_common, "aot_autograd",
+                          _input_mutations_as_outputs(dynamo_common.aot_autograd))
+        )
         stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(scan.scan_lowerings())
         stack.enter_context(_cpu_codegen_registered())
         yield

@@ -39,7 +39,7 @@ from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 from spyre_rules.ir.op_identity import stamped_kind
-from spyre_rules.program.op_spec import OpSpec, TensorArg
+from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
 __all__ = ["build_op_spec", "spec_op_name"]
 
@@ -101,17 +101,24 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         dl = layout.device_layout
         fixed = bool(getattr(layout, "per_tile_fixed", False))
         moves = not fixed and "lx" not in layout.allocation
+        indirect = [
+            IndirectIndex(sym, size, recorder.index_source(sym))
+            for sym, (_, size) in recorder.indirect.items()
+            if sym in access.index.free_symbols
+        ]
+        extra = {ind.symbol: sympy.Integer(ind.size) for ind in indirect}
         args.append(TensorArg(
             is_input=access.is_input,
             arg_index=-1,  # set once the kernel's argument list is complete
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(
-                layout, access.index, loop_ranges if moves else ranges, what
+                layout, access.index, {**(loop_ranges if moves else ranges), **extra}, what
             ),
             allocation=dict(layout.allocation),
             per_tile_fixed=fixed,
             name=access.buffer,
+            indirect=indirect,
         ))
     spec = OpSpec(
         op=spec_op_name(op),

@@ -33,7 +33,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _arg_json(arg: TensorArg) -> dict[str, Any]:
-    return {
+    out = {
         "name": arg.name,
         "is_input": arg.is_input,
         "arg_index": arg.arg_index,
@@ -43,6 +43,10 @@ def _arg_json(arg: TensorArg) -> dict[str, Any]:
         "allocation": dict(arg.allocation),
         "per_tile_fixed": arg.per_tile_fixed,
     }
+    if arg.indirect:  # a gather: coordinates use symbols whose values come from data
+        out["indirect"] = [{"symbol": str(i.symbol), "size": int(i.size), "source_arg": i.source_arg}
+                           for i in arg.indirect]
+    return out
 
 
 def op_spec_json(spec: OpSpec) -> dict[str, Any]:

@@ -67,6 +67,10 @@ def _tensor_arg(arg: TensorArg, pad: str) -> list[str]:
         lines.append(f"{pad}    name={arg.name!r},")
     if arg.segment is not None:
         lines.append(f"{pad}    segment=({int(arg.segment[0])}, {int(arg.segment[1])}),")
+    if arg.indirect:  # (symbol, size, source_arg) triples; TensorArg builds IndirectIndex
+        inds = ", ".join(
+            format_value((i.symbol, int(i.size), i.source_arg)) for i in arg.indirect)
+        lines.append(f"{pad}    indirect=[{inds}],")
     lines.append(f"{pad}),")
     return lines
 

@@ -187,7 +187,8 @@ def _per_iteration_bound(
 
 
 def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]:
-    ranges = _core_ranges(spec)
+    # an indirect symbol may take any value of the dim it indexes (whole range)
+    ranges = {**_core_ranges(spec), **arg.indirect_ranges()}
     shifts = _shift_levels(spec, arg, counts)
     reduction = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
     size = [int(s) for s in arg.device_size]

@@ -86,7 +86,8 @@ def _span_violations(kernels: list[Any], limit: int) -> list[str]:
         for spec in iter_op_specs(kernel.specs):
             ranges = {sym: int(r) for sym, (r, _) in spec.iteration_space.items()}
             for arg in spec.args:
-                report = verify_spans(arg.device_size, arg.device_coordinates, ranges,
+                report = verify_spans(arg.device_size, arg.device_coordinates,
+                                      {**ranges, **arg.indirect_ranges()},
                                       element_bytes(arg.device_dtype))
                 found += [f"{kernel.name}: {spec.op} {arg.name} device dim {d.device_dim} "
                           f"spans {d.span_bytes} bytes" for d in report.check(limit)]
