@@ -17,6 +17,8 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
+  kept off explicit attention (``attention.py``).
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -39,7 +41,7 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling
+from spyre_rules.backend import attention, matmul, pre_scheduling
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 # Registers the coarse-tiling seams: the tiling pre-scheduling pass (user-hint
@@ -71,10 +73,11 @@ def inductor_config_patches() -> dict[str, Any]:
 
 
 def decomposition_table() -> dict[Any, Any]:
-    """Inductor's decompositions minus the matmul family (lowered as batchmatmul).
+    """Inductor's decompositions minus the matmul family, plus fused attention's.
 
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
-    removing them makes every matmul reach our lowering.
+    removing them makes every matmul reach our lowering (as batchmatmul).  The
+    fused CPU attention kernel is decomposed into ops we lower (attention.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -82,6 +85,7 @@ def decomposition_table() -> dict[Any, Any]:
     for packet in matmul.MATMUL_PACKETS:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    table.update(attention.attention_decompositions())
     return table
 
 
@@ -194,5 +198,6 @@ def spyre_rules_context() -> Iterator[None]:
             )
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(attention.explicit_attention_kept())
         stack.enter_context(_cpu_codegen_registered())
         yield
