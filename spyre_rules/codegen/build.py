@@ -92,10 +92,12 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         layout = state.layouts.get(access.buffer)
         if layout is None:
             raise UnsupportedGraph(f"{what}: buffer {access.buffer} has no Spyre layout")
+        # A region of a concatenation is an access of the concatenation buffer.
+        buffer = state.regions.get(access.buffer, access.buffer)
         if access.is_input:
-            kernel.args.input(access.buffer)
+            kernel.args.input(buffer)
         else:
-            kernel.args.output(access.buffer)
+            kernel.args.output(buffer)
         dl = layout.device_layout
         fixed = bool(getattr(layout, "per_tile_fixed", False))
         moves = not fixed and "lx" not in layout.allocation
@@ -105,11 +107,12 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(
-                layout, access.index, loop_ranges if moves else ranges, what
+                layout, access.index + state.region_offsets.get(access.buffer, 0),
+                loop_ranges if moves else ranges, what
             ),
             allocation=dict(layout.allocation),
             per_tile_fixed=fixed,
-            name=access.buffer,
+            name=buffer,
         ))
     spec = OpSpec(
         op=op_name(op),
