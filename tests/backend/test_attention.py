@@ -18,7 +18,7 @@ from torch._dynamo.utils import counters
 
 from spyre_helpers import run_spyre
 
-from spyre_rules.codegen.op_spec import LoopSpec
+from spyre_rules.program.op_spec import LoopSpec
 from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
 
 TOL = {torch.float16: dict(atol=2e-2, rtol=2e-2), torch.float32: dict(atol=1e-4, rtol=1e-4)}
