@@ -5,7 +5,8 @@ pointwise ops, broadcasts, reductions over any axis (sum/mean/amax/amin, keepdim
 or not), transposes/permutes made contiguous, views and reshapes (including ones
 whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too); and, drawn from a second random stream so
 that programs drawn before they existed stay the same unless it fires, ``cat``,
-sliced reads with offsets and steps, and ``F.scaled_dot_product_attention``
+sliced reads with offsets and steps, constant pads (negative too), and
+``F.scaled_dot_product_attention``
 (plain or causal) on rank-4 values.  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
@@ -413,7 +414,7 @@ class _Gen:
     # --- ops added after the first seeds were recorded: they use ``self.ext`` only
 
     def extended(self, v: Value) -> Op | None:
-        kind = self.ext.choice(("cat", "slice", "sdpa"))
+        kind = self.ext.choice(("cat", "slice", "sdpa", "pad"))
         return getattr(self, "ext_" + kind)(v)
 
     def ext_input(self, shape, names) -> Value:
@@ -451,6 +452,21 @@ class _Gen:
         names = [n_ if i != d else None for i, n_ in enumerate(v.names)]
         return Op(self.tmp(shape, names), f"{v.var}[{index}] * 2.0",
                   f"b_{v.var}[{index}] * 2.0", 1)
+
+    def ext_pad(self, v: Value) -> Op | None:
+        if v.dtype == "bool":
+            return None
+        dims = self.ext.randint(1, min(2, len(v.shape)))
+        pad = [self.ext.choice((0, 1, 2, 3, -1)) for _ in range(2 * dims)]
+        shape = list(v.shape)
+        for i in range(dims):
+            d = len(shape) - 1 - i
+            shape[d] += pad[2 * i] + pad[2 * i + 1]
+            if shape[d] < 1:
+                return None
+        names = [n if s == v.shape[d] else None for d, (n, s) in enumerate(zip(v.names, shape))]
+        return Op(self.tmp(shape, names), f"F.pad({v.var}, {tuple(pad)!r}, value=0.5) * 2.0",
+                  f"F.pad(b_{v.var}, {tuple(pad)!r}, value=0.5) * 2.0", 1)
 
     def ext_sdpa(self, v: Value) -> Op | None:
         if len(v.shape) != 4 or v.dtype == "bool":

@@ -41,7 +41,7 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import attention, matmul, pre_scheduling
+from spyre_rules.backend import attention, concat, matmul, pre_scheduling
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -71,7 +71,8 @@ def decomposition_table() -> dict[Any, Any]:
 
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
     removing them makes every matmul reach our lowering (as batchmatmul).  The
-    fused CPU attention kernel is decomposed into ops we lower (attention.py).
+    fused CPU attention kernel is decomposed into ops we lower (attention.py), a
+    constant pad into a concatenation (concat.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -80,6 +81,7 @@ def decomposition_table() -> dict[Any, Any]:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
     table.update(attention.attention_decompositions())
+    table.update(concat.pad_decompositions())
     return table
 
 

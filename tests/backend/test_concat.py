@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from spyre_helpers import run_spyre
 
@@ -54,6 +55,11 @@ CASES = {
     "rotate_half": (rotate_half, [(2, 4, 16, 16)]),
     "rotary": (_rotary, [(1, 4, 16, 16), (16, 16), (16, 16)]),
     "rotary_head_dim_64": (_rotary, [(1, 2, 8, 64), (8, 64), (8, 64)]),
+    "pad_last_dim": (lambda a: F.pad(a, (1, 3)), [(4, 16)]),
+    "pad_two_dims_value": (lambda a: F.pad(a, (2, 0, 1, 1), value=-1.5) * 2, [(4, 16)]),
+    "pad_negative": (lambda a: F.pad(a, (-2, 3)), [(4, 16)]),
+    "pad_crop_only": (lambda a: F.pad(a, (-2, -3)), [(4, 16)]),
+    "pad_outer_dims": (lambda a: F.pad(a, (0, 0, 3, 5, 1, 0)), [(2, 4, 8)]),
 }
 
 
@@ -79,6 +85,20 @@ def test_each_region_is_an_op_writing_the_concatenation_buffer():
     # two ops, one TensorArg each, into one allocation; the second at column offset 4
     assert [w[:2] for w in writes] == [("cat", "[0, c0, c1]"), ("cat", "[0, c0, c1 + 4]")]
     assert writes[0][2] == writes[1][2]
+
+
+def test_a_pad_is_a_concatenation_with_no_masked_load():
+    (x,) = _randn((4, 16), dtype=torch.float32)
+    compiled = run_spyre(lambda a: F.pad(a, (1, 3)), x)
+    specs = compiled.op_specs()
+    # fill left, copy x, fill right: three region writes, x read once, unmasked
+    regions = sorted(
+        ([str(a.device_coordinates) for a in s.args if not a.is_input],
+         len([a for a in s.args if a.is_input]))
+        for s in specs)
+    assert regions == [(["[0, c0, 0]"], 0), (["[0, c0, c1 + 17]"], 0), (["[0, c0, c1 + 1]"], 1)]
+    loads = [e for s in specs for e in s.op_info["program"] if e["op"] == "load"]
+    assert len(loads) == 1 and "masks" not in loads[0]
 
 
 def test_plan_names_the_concatenation_a_region_writes():
