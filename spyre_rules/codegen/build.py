@@ -127,6 +127,10 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         tiled_symbols=tiled,
         tiled_steps=steps,
     )
+    base = state.regions.get(op.get_name())
+    if base is not None:
+        # The store names the concatenation buffer; messages name the op itself.
+        spec.op_info["region"] = {"op": op.get_name(), "of": base}
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
         check_rigid_tiles(spec, [int(c) for c in op.loop_count], what, host_dims)

@@ -119,7 +119,21 @@ def test_a_concatenation_inside_a_tiling_loop_is_refused_by_name():
             with spyre_hint(slices={"H": 2}):
                 return _rotary(q, cos, sin)
 
-        with pytest.raises(Exception, match="has a NonOwningLayout, not a fixed layout"):
+        with pytest.raises(Exception, match="writes a region of a concatenation .* not supported"):
             run_spyre(f, q, cos, sin)
     finally:
         clear_tensor_dims()
+
+
+def test_span_check_names_the_region_op_and_why_it_is_not_tiled():
+    from spyre_rules import config
+
+    a, b = _randn((64, 64), (64, 32), dtype=torch.float32)
+    fn = lambda a, b: torch.cat([a * 2, b * 3], -1)  # noqa: E731
+    with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False), \
+            pytest.warns(UserWarning) as caught:
+        compiled = run_spyre(fn, a, b)
+    torch.testing.assert_close(compiled.output, fn(a, b), **TOL[torch.float32])
+    messages = [str(w.message) for w in caught]
+    assert any("op buf0 (mul): write of tensor buf2" in m and
+               "writes a region of a concatenation" in m for m in messages), messages
