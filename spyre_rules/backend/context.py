@@ -21,6 +21,8 @@ when compilation raises).  Hook points and why each is needed are described in
   an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
   autograd's runtime wrapper copies back into the input.
 * ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
+* SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
+  kept off explicit attention (``attention.py``).
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -44,7 +46,7 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling, scan
+from spyre_rules.backend import attention, concat, matmul, pre_scheduling, scan
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -70,10 +72,12 @@ def inductor_config_patches() -> dict[str, Any]:
 
 
 def decomposition_table() -> dict[Any, Any]:
-    """Inductor's decompositions minus the matmul family (lowered as batchmatmul).
+    """Inductor's decompositions minus the matmul family, plus fused attention's.
 
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
-    removing them makes every matmul reach our lowering.
+    removing them makes every matmul reach our lowering (as batchmatmul).  The
+    fused CPU attention kernel is decomposed into ops we lower (attention.py), a
+    constant pad into a concatenation (concat.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -81,6 +85,8 @@ def decomposition_table() -> dict[Any, Any]:
     for packet in matmul.MATMUL_PACKETS:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    table.update(attention.attention_decompositions())
+    table.update(concat.pad_decompositions())
     return table
 
 
@@ -213,5 +219,6 @@ def spyre_rules_context() -> Iterator[None]:
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(scan.scan_lowerings())
+        stack.enter_context(attention.explicit_attention_kept())
         stack.enter_context(_cpu_codegen_registered())
         yield

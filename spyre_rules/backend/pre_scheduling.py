@@ -90,12 +90,18 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
             "decision": NO_PLAN,
             "rule_trace": [],
         }
+        base = state.regions.get(op.get_name())
+        if base is not None:
+            state.plan[op.get_name()]["writes_region_of"] = base
 
 
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
     memory = MemoryMap()
+    # A region op shares its concatenation's layout object and allocation.
     names = list(state.host_inputs) + [
-        op.get_name() for op in graph.operations if isinstance(op, ir.ComputedBuffer)
+        op.get_name() for op in graph.operations
+        if isinstance(op, (ir.ComputedBuffer, ir.ConcatKernel))
+        and op.get_name() not in state.regions
     ]
     for name in names:
         layout = state.layouts[name]

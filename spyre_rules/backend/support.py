@@ -13,6 +13,7 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
+from spyre_rules.backend.concat import region_base
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.ir_edit import op_description
 
@@ -58,17 +59,23 @@ def check_supported(graph: Any) -> None:
     """Raise UnsupportedGraph for the first input or operation we cannot compile."""
     for name, value in graph.graph_inputs.items():
         _check_input(name, value)
+    concats = {op.get_name() for op in graph.operations if isinstance(op, ir.ConcatKernel)}
     for op in graph.operations:
         what = op_description(op)
+        if isinstance(op, ir.ConcatKernel):
+            static_ints(op.get_size(), "size", op)
+            continue
         if not isinstance(op, ir.ComputedBuffer):
             kernel = getattr(op, "python_kernel_name", None) or type(op).__name__
             raise UnsupportedGraph(
                 f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
             )
-        if isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
+        if isinstance(op.layout, ir.NonOwningLayout) and region_base(op) in concats:
+            pass  # writes its region of a concatenation (concat.py)
+        elif isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
             raise UnsupportedGraph(
                 f"{what} writes into another buffer ({type(op.layout).__name__}); "
-                "in-place mutation and concatenation buffers are unsupported"
+                "in-place mutation (other than a concatenation's regions) is unsupported"
             )
         data = op.data
         if isinstance(data, _UNSUPPORTED_DATA) or not isinstance(data, _SUPPORTED_DATA):

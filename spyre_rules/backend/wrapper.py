@@ -44,6 +44,16 @@ class RulesWrapperCodegen(PythonWrapperCodegen):
             return f"{name} = None  # lives only in simulated device memory"
         return super().make_buffer_allocation(buffer)
 
+    def codegen_allocation(self, buffer: Any) -> None:
+        name = buffer.get_name()
+        base = graph_state(V.graph).regions.get(name)
+        if base is None or name in self.allocated:
+            return super().codegen_allocation(buffer)
+        # A region of a concatenation: kernels address the concatenation buffer.
+        self.allocated.add(name)
+        self.codegen_allocation(V.graph.get_buffer(base))
+        self.writeline(f"{name} = None  # a region of {base}")
+
     def generate(self, is_inference: bool) -> Any:
         result = super().generate(is_inference)
         state = graph_state(V.graph)

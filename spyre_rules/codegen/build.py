@@ -94,10 +94,12 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         layout = state.layouts.get(access.buffer)
         if layout is None:
             raise UnsupportedGraph(f"{what}: buffer {access.buffer} has no Spyre layout")
+        # A region of a concatenation is an access of the concatenation buffer.
+        buffer = state.regions.get(access.buffer, access.buffer)
         if access.is_input:
-            kernel.args.input(access.buffer)
+            kernel.args.input(buffer)
         else:
-            kernel.args.output(access.buffer)
+            kernel.args.output(buffer)
         dl = layout.device_layout
         fixed = bool(getattr(layout, "per_tile_fixed", False))
         moves = not fixed and "lx" not in layout.allocation
@@ -113,11 +115,12 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(
-                layout, access.index, {**(loop_ranges if moves else ranges), **extra}, what
+                layout, access.index + state.region_offsets.get(access.buffer, 0),
+                {**(loop_ranges if moves else ranges), **extra}, what
             ),
             allocation=dict(layout.allocation),
             per_tile_fixed=fixed,
-            name=access.buffer,
+            name=buffer,
             indirect=indirect,
         ))
     spec = OpSpec(
@@ -133,6 +136,10 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         tiled_symbols=tiled,
         tiled_steps=steps,
     )
+    base = state.regions.get(op.get_name())
+    if base is not None:
+        # The store names the concatenation buffer; messages name the op itself.
+        spec.op_info["region"] = {"op": op.get_name(), "of": base}
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
         check_rigid_tiles(spec, [int(c) for c in loop_count(op)], what, host_dims)

@@ -216,7 +216,13 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]
 
 
 def _op_name(spec: OpSpec) -> str:
-    """The op's output buffer (what ``store`` writes through): the plan record's key."""
+    """The op's output buffer (what ``store`` writes through): the plan record's key.
+
+    A region of a concatenation stores into the concatenation buffer; its own name
+    is in ``op_info["region"]``."""
+    region = spec.op_info.get("region")
+    if region:
+        return region["op"]
     index = (spec.op_info.get("store") or {}).get("arg")
     if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
         return spec.args[index].name

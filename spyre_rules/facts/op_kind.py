@@ -36,6 +36,13 @@ def has_fixed_tiled_layout(op: Op) -> bool:
 
 
 @fact
+def writes_concat_region(op: Op) -> bool:
+    layout = getattr(op, "layout", None)
+    return isinstance(layout, ir.NonOwningLayout) and isinstance(
+        getattr(getattr(layout.view, "data", None), "data", None), ir.ConcatKernel)
+
+
+@fact
 def is_pointwise(op: Op) -> bool:
     return isinstance(getattr(op, "data", None), ir.Pointwise)
 

@@ -27,6 +27,12 @@ class RulesGraphState:
     host_outputs: set[str] = dataclasses.field(default_factory=set)
     #: op name -> plan record (filled by the pre-scheduling seam; see plan.json).
     plan: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: op writing a region of a concatenation -> the concatenation's buffer
+    #: (the op's layout is Inductor's NonOwningLayout view of it; see concat.py).
+    regions: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: region op -> storage offset of its region in the concatenation buffer
+    #: (its own indices are relative to the region, as in Inductor's wrapper).
+    region_offsets: dict[str, int] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     #: the simulated HBM map (program.memory_map.MemoryMap), set last before scheduling.

@@ -261,6 +261,12 @@ def _static(values: Any, what: str, op: Any) -> list[int]:
 
 def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
+    if isinstance(layout, ir.NonOwningLayout):
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} writes a region of a concatenation "
+            "(cat, pad; a NonOwningLayout); tiling a concatenation's inputs is not supported "
+            "yet: keep the concatenation outside the tiled block"
+        )
     if not isinstance(layout, ir.FixedLayout):
         raise CoarseTileError(
             f"coarse_tile: {op_description(op)} has a {type(layout).__name__}, not a fixed "

@@ -71,6 +71,9 @@ coordinate over the symbol's whole range ``[0, size)``.
   ``args[a]`` (``is_input=False``), rounded to host dtype ``d``.
 * ``"reduction_symbols"``: the iteration symbols reduced over (``[]`` for a
   pointwise op).
+* ``"region"`` (only on an op writing a region of a concatenation):
+  ``{"op": its buffer name, "of": the concatenation buffer}``; its store
+  TensorArg addresses the concatenation buffer (docs/layout_model.md §5.10).
 
 Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 """
