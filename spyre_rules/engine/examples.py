@@ -71,7 +71,7 @@ EXAMPLES: dict[str, Example] = {
     "reduction_output": Example(_sum1, ((20, 2, 16, 64),), "float16", 8192,
                                 "x.sum(dim=1), the reduction output overflows"),
     "lm_head": Example(_lm_head, ((2, 64), (1024, 64)), "float16", 8192,
-                       "F.linear -> restickify producer + BMM consumer (group conflict; docs/layout_model.md §6.3)"),
+                       "F.linear -> restickify producer + BMM consumer sharing one loop (docs/layout_model.md §6.3)"),
     "stick_alignment": Example(_plus_one, ((8192, 49159),), "float16", None,
                                "every split would cut sticks or exceed the cap (docs/layout_model.md §6.5)"),
     "indirect_read": Example(_gather, ((8, 64),), "float16", 64,

@@ -30,7 +30,7 @@ from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
 __all__ = [
-    "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
+    "Carry", "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
     "iteration_order", "render", "sort_key",
 ]
 
@@ -100,7 +100,7 @@ class PlanRecord:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """grouping: the open run of Pointwise ops sharing one loop."""
+    """grouping: the open run of ops sharing one loop (``levels`` as its first op runs them)."""
 
     is_open: bool
     members: frozenset
@@ -108,9 +108,19 @@ class Run:
     tiling: Tiling
 
 
+@dataclasses.dataclass(frozen=True)
+class Carry:
+    """grouping: the open run's split on one op's own output dims (prelude ``Carry``)."""
+
+    levels: list       # loop order, outer to inner
+    tiling: Tiling
+    through: frozenset  # the run members the op reads
+
+
 #: prelude record name -> the engine's dataclass
 ENGINE_RECORDS: dict[str, type] = {
     "DimGroup": DimGroup, "Combo": Combo, "Level": Level, "Plan": PlanRecord, "Run": Run,
+    "Carry": Carry,
 }
 
 

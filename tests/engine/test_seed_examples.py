@@ -199,15 +199,57 @@ def test_5_lm_head_plans(lm_head):
     assert plan_of(lm_head, "buf0", max_span_bytes=32768).splits == ((1, 4),)
 
 
-def test_5_lm_head_groups_fail_safe(lm_head):
+def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
+    """The seed leaves this pair Unsupported.  The BMM reads host dim 0 of the
+    restickified weight by n, the loop symbol of its output dim 1
+    (``read_tile_dim``), so the run's {0: 16} is {1: 16} on the BMM's dims -- its
+    own plan: both share one loop of 16, each tiling its own dim."""
     from helpers import without_hints
+    from spyre_rules.engine import group_operations
 
+    d = sympy.Symbol
     with without_hints(lm_head), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
-        with pytest.raises(Unsupported) as info:
-            spyre_rules.span_overflow_groups(lm_head)
-    assert str(info.value) == (
-        "Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of an open "
-        "run it cannot share a loop with")
+        with lm_head.graph_context(0):
+            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 0) == 1
+            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 1) is None  # k
+        outcome = group_operations(lm_head)
+        hints = {op.get_name(): op.dim_hints for op in lm_head}
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf1", "buf0"], [(10000, sympy.Integer(16), False)])]
+    assert {n: s.rule for n, s in outcome.actions.items()} == {
+        "buf1": "new_run", "buf0": "run_tiles_agree"}
+    assert hints == {
+        "buf1": [DimHint(["_span_overflow"], 16, d("d0", integer=True, nonnegative=True),
+                         False, 10000, 0)],
+        "buf0": [DimHint(["_span_overflow"], 16, d("d1", integer=True, nonnegative=True),
+                         False, 10000, 1)]}
+
+
+def test_5_granite_lm_head_plans_at_the_real_limit():
+    """Granite's LM head, F.linear(x[8, 4096], W[49152, 4096]) fp16 (W: 403 MB), at
+    256 MiB, lowered but never run.  The restickify reads W stick-on-k, so its own
+    plan splits k too ({0: 2, 1: 2}); the BMM reduces k and cannot share that loop.
+    It reads the restickified weight's full buffer after the loop with its own
+    {1: 2}: every access to it, k-driven coordinates included, fits."""
+    from spyre_rules.engine import group_operations
+
+    ops = capture_without_running(lambda x, w: F.linear(x, w),
+                                  torch.empty(8, 4096, dtype=FP16),
+                                  torch.empty(49152, 4096, dtype=FP16))
+    assert [op.get_name() for op in ops] == ["buf1", "buf0"]
+    assert plan_of(ops, "buf1").splits == ((0, 2), (1, 2))
+    assert plan_of(ops, "buf0").splits == ((1, 2),)
+    with config.patch(ignore_span_overflow_hints=False):
+        outcome = group_operations(ops)
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf1"], [(10000, sympy.Integer(2), False), (10001, sympy.Integer(2), False)]),
+        (["buf0"], [(10002, sympy.Integer(2), False)])]
+    assert outcome.actions["buf0"].rule == "after_open_run_loop"
+    with ops.graph_context(0):
+        bmm = by_name(ops, "buf0")
+        weight = next(r for r in facts.input_reads(bmm) if r.buffer == "buf1")
+        spans = [c.span_bytes for c in facts.read_coords(bmm, weight, {1: 2}) if not c.is_stick]
+    assert spans == [384 * 4096 * 64 * 2, 4096 * 64 * 2]  # floor(n/64) per tile, k
 
 
 def test_5_bmm_k_controlled_span_is_skipped():

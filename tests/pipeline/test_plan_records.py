@@ -152,15 +152,28 @@ def lm_head(x, w):
     return torch.nn.functional.linear(x, w)
 
 
-LM_HEAD_ERROR = ("Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of "
-                 "an open run it cannot share a loop with")
+def test_lm_head_records_show_each_op_tiling_its_own_dim_of_one_loop():
+    ops = capture_auto(lm_head, h(2, 64), h(1024, 64, seed=1))
+    plan = records(ops)
+    assert [(n, r["levels"], r["hint_ids"], r["rule"]) for n, r in plan.items()] == [
+        ("buf1", [[0, 16]], [10000], "grouping.new_run"),
+        ("buf0", [[1, 16]], [10000], "grouping.run_tiles_agree")]
+    assert [op.loop_group_id for op in ops] == [(0,), (0,)]
+
+
+def sum_over_the_run_dim(x):
+    c = x + 1
+    return c, c.sum(dim=1)
+
+
+CONFLICT = ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) ['buf0'] of "
+            "an open run it cannot share a loop with")
 
 
 def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
-    x, w = h(2, 64), h(1024, 64, seed=1)
     with pytest.raises(Unsupported) as info:
-        capture_auto(lm_head, x, w)
-    assert str(info.value) == LM_HEAD_ERROR
+        capture_auto(sum_over_the_run_dim, h(1, 20, 128, 64))
+    assert str(info.value) == CONFLICT
 
 
 def _conform(a):
