@@ -17,6 +17,11 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* ``GraphLowering.call_function`` / ``run_node`` and ``Scheduler.codegen_extern_call``:
+  host steps (``host_steps.py``, ``host_codegen.py``) -- a node the host plan or
+  the support table puts on the host lowers to a FallbackKernel, every op is
+  tagged with the aten node that created it, and a host step's wrapper call is
+  framed by its device transfers.
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -39,7 +44,10 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling
+from torch._inductor.scheduler import Scheduler
+
+from spyre_rules.backend import host_steps, matmul, pre_scheduling
+from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 # Registers the coarse-tiling seams: the tiling pre-scheduling pass (user-hint
@@ -192,6 +200,18 @@ def spyre_rules_context() -> Iterator[None]:
                 "_update_scheduler",
                 _make_update_scheduler(GraphLowering._update_scheduler),
             )
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "call_function",
+                          host_steps.make_call_function(GraphLowering.call_function))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "run_node",
+                          host_steps.make_run_node(GraphLowering.run_node))
+        )
+        stack.enter_context(
+            _patched_attr(Scheduler, "codegen_extern_call",
+                          make_codegen_extern_call(Scheduler.codegen_extern_call))
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(_cpu_codegen_registered())

@@ -3,7 +3,10 @@
 Runs inside ``GraphLowering._update_scheduler`` (patched by the context), in this
 order:
 
-1. ``check_supported``  -- refuse (name + reason) what we cannot lower;
+1. ``check_supported``  -- refuse (name + reason) what we cannot lower; under a
+   host plan (fallback='eager') ``host_steps.partition`` instead: ops without a
+   Spyre lowering become host steps (``host_step_layouts`` gives the outputs
+   Spyre ops read a layout; ``host_step_records`` adds their plan records last);
 2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
@@ -25,6 +28,12 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules.backend.graph_state import RulesGraphState, graph_state
+from spyre_rules.backend.host_steps import (
+    active_plan,
+    host_step_layouts,
+    host_step_records,
+    partition,
+)
 from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.backend.layouts import assign_layouts
 from spyre_rules.backend.restickify import insert_restickify
@@ -117,9 +126,11 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
     memory = MemoryMap()
     names = list(state.host_inputs) + [
-        op.get_name() for op in graph.operations if isinstance(op, ir.ComputedBuffer)
+        name for op in graph.operations
+        for name in ([op.get_name()] if isinstance(op, ir.ComputedBuffer)
+                     else state.host_stickify.get(op.get_name(), []))
     ]
-    for name in names:
+    for name in dict.fromkeys(names):  # a host step may write a buffer it mutates
         layout = state.layouts[name]
         if "lx" in layout.allocation:  # in the LX scratchpad (passes/scratchpad.py), not HBM
             continue
@@ -134,13 +145,19 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     state = graph_state(graph)
     if state.prepared:
         return
-    check_supported(graph)
+    plan = active_plan()
+    if plan is None:
+        check_supported(graph)
+    else:
+        partition(graph, state, plan)
     assign_layouts(graph, state)
+    host_step_layouts(graph, state)
     insert_restickify(graph, state)
     record_plan(graph, state)
     for fn in list(PRE_SCHEDULING_PASSES):
         fn(graph)
     plan_memory(graph, state)
+    host_step_records(graph, state)
     state.prepared = True
     if _capture_sink is not None:
         _capture_sink.append((graph, list(graph.operations)))

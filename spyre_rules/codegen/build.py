@@ -39,7 +39,7 @@ from spyre_rules.codegen.recorder import ProgramRecorder
 from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
 
-__all__ = ["build_op_spec", "op_name"]
+__all__ = ["build_op_spec", "check_recordable", "op_name"]
 
 
 def op_name(op: ir.ComputedBuffer) -> str:
@@ -66,6 +66,22 @@ def _coordinates(layout: Any, index: sympy.Expr, ranges: dict[Any, Any], what: s
         )
     except CoordinateError as exc:
         raise UnsupportedGraph(f"{what}: {exc}") from None
+
+
+def check_recordable(op: ir.ComputedBuffer) -> None:
+    """Trace ``op``'s untiled loop body once, as ``build_op_spec`` will: raises the
+    recorder's UnsupportedGraph (indirect indexing, scans, unknown ops, ...) before
+    any code is generated, so the backend can place the op on the host."""
+    what = op_description(op)
+    (sizes, rsizes), body, _ = op.get_default_sizes_body()
+    n_out = len(sizes)
+    symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
+    ranges = dict(zip(symbols, [*sizes, *rsizes]))
+    recorder = ProgramRecorder(what)
+    with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
+        body(symbols[:n_out], symbols[n_out:])
+    if recorder.store_entry is None:
+        raise UnsupportedGraph(f"{what}: its loop body stores nothing")
 
 
 def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:

@@ -48,6 +48,7 @@ from torch._inductor.virtualized import V
 from spyre_rules import config
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.backend.host_steps import split_groups_at_host_steps, spyre_operations
 from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
@@ -211,7 +212,7 @@ def _record_refusal(graph: Any, message: str) -> None:
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
-        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+        decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
     for name, record in state.plan.items():
         d = decisions.get(name)
@@ -241,7 +242,7 @@ def collect_groups(graph: Any) -> list[Group]:
     Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
     grouping refuses the graph.
     """
-    operations = list(graph.operations)
+    operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
     untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
     outcome = None
@@ -258,7 +259,8 @@ def collect_groups(graph: Any) -> list[Group]:
             raise UnsupportedGraph(str(err)) from err
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
-    return sort_groups(operations, list(user_groups) + list(auto_groups))
+    groups = sort_groups(operations, list(user_groups) + list(auto_groups))
+    return split_groups_at_host_steps(graph, groups)
 
 
 def _records_in_graph_order(graph: Any) -> None:
