@@ -22,7 +22,7 @@ from torch._inductor.virtualized import V
 
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.host_steps import read_names
+from spyre_rules.passes.host_boundaries import read_names
 from spyre_rules.codegen.source import HOST_STEP_IMPORTS, placement_source
 
 __all__ = ["make_codegen_extern_call", "host_tensor_names"]

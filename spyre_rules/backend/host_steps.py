@@ -22,7 +22,8 @@ How an op becomes a host step (one aten node = one host step):
 
 Host steps sit in the operation list at the position Inductor lowered them
 (graph order).  The tiling passes see only the Spyre ops, and every coarse-tile
-group is split at each host step between its ops (``split_groups_at_host_steps``):
+group is split at each host step between its ops
+(``passes/host_boundaries.py::split_groups_at_host_steps``):
 a counted loop never contains a host call (docs/architecture.md, "Host steps").
 """
 
@@ -36,6 +37,7 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.passes.host_boundaries import read_names
 
 __all__ = [
     "HostPlan",
@@ -45,7 +47,6 @@ __all__ = [
     "is_host_callable",
     "host_warning",
     "FX_NODE_ATTR",
-    "read_names",
 ]
 
 #: Attribute naming the aten (post-grad FX) node whose lowering created an op.
@@ -109,14 +110,6 @@ def is_host_callable(op: Any) -> bool:
     if isinstance(op, (ir.FallbackKernel, ir.MultiOutput)):
         return True
     return isinstance(op, ir.ExternKernel) and bool(getattr(op, "python_kernel_name", None))
-
-
-def read_names(op: Any) -> list[str]:
-    """The buffers ``op`` reads.  (An ExternKernel is also a Buffer, whose
-    ``get_read_names`` names the buffer itself, not what the kernel reads.)"""
-    if isinstance(op, ir.ComputedBuffer):
-        return list(op.get_read_names())
-    return list(dict.fromkeys(dep.name for dep in op.get_read_writes().reads))
 
 
 def fx_node_of(op: Any) -> str | None:
@@ -318,43 +311,3 @@ def host_step_records(graph: Any, state: Any) -> None:
     reordered = {n: state.plan[n] for n in order + rest}
     state.plan.clear()
     state.plan.update(reordered)
-
-
-def spyre_operations(graph: Any) -> list[Any]:
-    """The ops the tiling passes see: everything but host steps."""
-    from spyre_rules.backend.graph_state import graph_state
-
-    host = graph_state(graph).host_steps
-    return [op for op in graph.operations if op.get_name() not in host]
-
-
-def split_groups_at_host_steps(graph: Any, groups: list[Any]) -> list[Any]:
-    """Cut every coarse-tile group where a host step sits between its ops: a counted
-    loop never contains a host call.  Each piece keeps the group's levels."""
-    from spyre_rules.backend.graph_state import graph_state
-
-    state = graph_state(graph)
-    if not state.host_steps:
-        return groups
-    position = {id(op): i for i, op in enumerate(graph.operations)}
-    host_positions = sorted(position[id(op)] for op in graph.operations
-                            if op.get_name() in state.host_steps)
-    out = []
-    for ops, levels in groups:
-        ordered = sorted(ops, key=lambda op: position[id(op)])
-        pieces: list[list[Any]] = [[]]
-        for prev, op in zip([None, *ordered], ordered):
-            if prev is not None:
-                between = [p for p in host_positions if position[id(prev)] < p < position[id(op)]]
-                if between:
-                    pieces.append([])
-                    names = [graph.operations[p].get_name() for p in between]
-                    for member in ordered:
-                        record = state.plan.get(member.get_name())
-                        if record is not None:
-                            record.setdefault("split_at_host_steps", [])
-                            record["split_at_host_steps"] += [
-                                n for n in names if n not in record["split_at_host_steps"]]
-            pieces[-1].append(op)
-        out.extend((piece, levels) for piece in pieces)
-    return out

@@ -48,7 +48,7 @@ from torch._inductor.virtualized import V
 from spyre_rules import config
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.host_steps import split_groups_at_host_steps, spyre_operations
+from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
 from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
