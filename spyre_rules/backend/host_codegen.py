@@ -20,8 +20,8 @@ from typing import Any
 
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.passes.host_boundaries import read_names
 from spyre_rules.codegen.source import HOST_STEP_IMPORTS, placement_source
 

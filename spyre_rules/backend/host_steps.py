@@ -36,7 +36,7 @@ from typing import Any
 
 from torch._inductor import ir
 
-from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.passes.host_boundaries import read_names
 
 __all__ = [
@@ -201,7 +201,7 @@ def partition(graph: Any, state: Any, plan: HostPlan) -> None:
     """Find the host steps of ``graph`` (module doc).  Ops Inductor lowered to host
     calls become host steps; other refused ops name their aten node in one
     ``HostStepsNeeded`` (the backend retries with them on the host)."""
-    from spyre_rules.backend.ir_edit import op_description
+    from spyre_rules.ir.ir_edit import op_description
     from spyre_rules.backend.support import check_inputs
 
     check_inputs(graph)
@@ -247,7 +247,7 @@ def retry_on_host(op: Any, exc: UnsupportedGraph) -> UnsupportedGraph:
 
 def _without_subject(reason: str, op: Any) -> str:
     """The reason without the op's own description (the warning names the host op)."""
-    from spyre_rules.backend.ir_edit import op_description
+    from spyre_rules.ir.ir_edit import op_description
 
     return reason.removeprefix(op_description(op)).lstrip(": ").strip()
 
@@ -285,29 +285,3 @@ def host_step_layouts(graph: Any, state: Any) -> None:
                 state.layouts[buf_name] = layout
             stick.append(buf_name)
         state.host_stickify[name] = stick
-
-
-def host_step_records(graph: Any, state: Any) -> None:
-    """A plan record per host step (plan.json), in graph order with the others."""
-    for op in graph.operations:
-        step = state.host_steps.get(op.get_name())
-        if step is None:
-            continue
-        state.plan[op.get_name()] = {
-            "op": op.get_name(),
-            "description": step["description"],
-            "kind": "host step",
-            "decision": "host",
-            "reason": step["reason"],
-            "host_step": True,
-            "rule_trace": [],
-        }
-        if op.get_name() in state.layouts:
-            from spyre_rules.backend.pre_scheduling import layout_record
-
-            state.plan[op.get_name()]["layout"] = layout_record(state.layouts[op.get_name()])
-    order = [op.get_name() for op in graph.operations if op.get_name() in state.plan]
-    rest = [n for n in state.plan if n not in set(order)]
-    reordered = {n: state.plan[n] for n in order + rest}
-    state.plan.clear()
-    state.plan.update(reordered)

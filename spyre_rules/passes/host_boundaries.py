@@ -12,7 +12,7 @@ from typing import Any
 
 from torch._inductor import ir
 
-from spyre_rules.backend.graph_state import graph_state
+from spyre_rules.ir.graph_state import graph_state
 
 __all__ = ["read_names", "split_groups_at_host_steps", "spyre_operations"]
 
