@@ -23,6 +23,11 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
 * SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
   kept off explicit attention (``attention.py``).
+* ``GraphLowering.call_function`` / ``run_node`` and ``Scheduler.codegen_extern_call``:
+  host steps (``host_steps.py``, ``host_codegen.py``) -- a node the host plan or
+  the support table puts on the host lowers to a FallbackKernel, every op is
+  tagged with the aten node that created it, and a host step's wrapper call is
+  framed by its device transfers.
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -46,7 +51,10 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import attention, concat, matmul, pre_scheduling, scan
+from torch._inductor.scheduler import Scheduler
+
+from spyre_rules.backend import attention, concat, host_steps, matmul, pre_scheduling, scan
+from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -216,6 +224,18 @@ def spyre_rules_context() -> Iterator[None]:
         stack.enter_context(
             _patched_attr(dynamo_common, "aot_autograd",
                           _input_mutations_as_outputs(dynamo_common.aot_autograd))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "call_function",
+                          host_steps.make_call_function(GraphLowering.call_function))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "run_node",
+                          host_steps.make_run_node(GraphLowering.run_node))
+        )
+        stack.enter_context(
+            _patched_attr(Scheduler, "codegen_extern_call",
+                          make_codegen_extern_call(Scheduler.codegen_extern_call))
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(scan.scan_lowerings())

@@ -41,7 +41,7 @@ from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "spec_op_name"]
+__all__ = ["build_op_spec", "check_recordable", "spec_op_name"]
 
 
 def spec_op_name(op: ir.ComputedBuffer) -> str:
@@ -68,6 +68,22 @@ def _coordinates(layout: Any, index: sympy.Expr, ranges: dict[Any, Any], what: s
         )
     except CoordinateError as exc:
         raise UnsupportedGraph(f"{what}: {exc}") from None
+
+
+def check_recordable(op: ir.ComputedBuffer) -> None:
+    """Trace ``op``'s untiled loop body once, as ``build_op_spec`` will: raises the
+    recorder's UnsupportedGraph (indirect indexing, scans, unknown ops, ...) before
+    any code is generated, so the backend can place the op on the host."""
+    what = op_description(op)
+    (sizes, rsizes), body, _ = op.get_default_sizes_body()
+    n_out = len(sizes)
+    symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
+    ranges = dict(zip(symbols, [*sizes, *rsizes]))
+    recorder = ProgramRecorder(what)
+    with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
+        body(symbols[:n_out], symbols[n_out:])
+    if recorder.store_entry is None:
+        raise UnsupportedGraph(f"{what}: its loop body stores nothing")
 
 
 def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:

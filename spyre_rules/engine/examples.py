@@ -63,6 +63,18 @@ def _pointwise_chain(x):
     return c, d
 
 
+def _lm_block(*args):
+    from spyre_rules.examples.lm_block import lm_block
+
+    return lm_block(*args)
+
+
+#: ``spyre_rules.examples.lm_block.lm_block_shapes()`` (batch 1, seq 16, dim 64, hidden 128,
+#: 4 heads), spelled out so that listing the examples does not import torch.
+_LM_BLOCK_SHAPES = ((1, 16, 64), (64,), (64, 64), (64, 64), (64, 64), (64, 64), (64,),
+                    (128, 64), (128, 64), (64, 128), (16, 16), (16, 16), (16, 16))
+
+
 EXAMPLES: dict[str, Example] = {
     "pointwise_overflow": Example(_add, ((1, 8195, 256, 64), (1, 8195, 256, 64)), "float16", None,
                                   "x + y whose output coordinate spans 268,533,760 bytes (docs/layout_model.md §6.1)"),
@@ -82,6 +94,9 @@ EXAMPLES: dict[str, Example] = {
                                     "the overflowing input span is driven by the reduction (docs/layout_model.md §3.5)"),
     "pointwise_chain": Example(_pointwise_chain, ((1, 20, 16, 64),), "float16", 8192,
                                "a Pointwise run and a consumer that conforms to its split"),
+    "lm_block": Example(_lm_block, _LM_BLOCK_SHAPES, "float16", 8192,
+                        "a Llama-style decoder layer (RMSNorm, rotary, causal attention, "
+                        "SiLU-gated MLP)"),
 }
 
 

@@ -45,6 +45,14 @@ class RulesGraphState:
     wrapper_source: str | None = None
     #: name of the wrapper variable holding the graph's simulated device memory.
     device_var: str | None = None
+    #: op name -> {"description", "reason"} of every host step (backend/host_steps.py),
+    #: in graph order; empty unless the graph is partitioned (fallback='eager').
+    host_steps: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    #: host step name -> the buffers it writes that Spyre ops read (stickified after it).
+    host_stickify: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: buffer -> the full-size copy a host step reads instead (a tiled op read both
+    #: inside its loop and by a host step; passes/tiling_propagation.py).
+    host_renames: dict[str, str] = dataclasses.field(default_factory=dict)
     #: True once the pre-scheduling passes ran (the seam can be reached twice).
     prepared: bool = False
 

@@ -50,6 +50,7 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.hints import hints_to_coarse_tile_groups
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
 
 __all__ = [
     "AUTO",
@@ -208,7 +209,7 @@ def _record_refusal(graph: Any, message: str) -> None:
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
-        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+        decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
     for name, record in state.plan.items():
         d = decisions.get(name)
@@ -237,7 +238,7 @@ def collect_groups(graph: Any) -> list[Group]:
     Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
     grouping refuses the graph.
     """
-    operations = list(graph.operations)
+    operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
     untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
     outcome = None
@@ -254,7 +255,8 @@ def collect_groups(graph: Any) -> list[Group]:
             raise UnsupportedGraph(str(err)) from err
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
-    return sort_groups(operations, list(user_groups) + list(auto_groups))
+    groups = sort_groups(operations, list(user_groups) + list(auto_groups))
+    return split_groups_at_host_steps(graph, groups)
 
 
 def _records_in_graph_order(graph: Any) -> None:

@@ -50,6 +50,7 @@ from typing import Any
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
+from spyre_rules.passes.host_boundaries import read_names
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
@@ -104,9 +105,11 @@ def _readers_by_name(graph: Any) -> dict[str, list[Any]]:
     buffer changes only X's entry, which nobody asks for again (each op is
     propagated once)."""
     readers: dict[str, list[Any]] = {}
+    host = graph_state(graph).host_steps
     for op in graph.operations:
-        if isinstance(op, ir.ComputedBuffer):
-            for name in op.get_read_names():
+        # A host step (backend/host_steps.py) is a reader outside every loop.
+        if isinstance(op, ir.ComputedBuffer) or op.get_name() in host:
+            for name in read_names(op):
                 readers.setdefault(name, []).append(op)
     return readers
 
@@ -207,7 +210,10 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
     layout.per_tile_fixed = True
     copy = _insert_copy(graph, op, full)
     for reader in outside:
-        _read_full(reader, op, copy.get_name(), copy.layout)
+        if isinstance(reader, ir.ComputedBuffer):
+            _read_full(reader, op, copy.get_name(), copy.layout)
+        else:  # a host step: it unstickifies the full copy in place of the tile
+            graph_state(graph).host_renames[name] = copy.get_name()
     _repoint_outputs(graph, op, copy)
     return f"copied to {copy.get_name()}"
 
