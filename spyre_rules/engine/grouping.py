@@ -1,7 +1,7 @@
 """``span_overflow_groups(operations)``: planned ops -> coarse-tile groups.
 
 The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
-layout_model §5.1): ops are visited in graph order with at most one open run
+docs/layout_model.md §5.1): ops are visited in graph order with at most one open run
 of ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
 condition and message is in ``rules/grouping.rules``; this module only keeps
@@ -37,7 +37,7 @@ from spyre_rules.facts import op_facts as facts
 
 __all__ = ["HINT_ID_BASE", "GroupingOutcome", "group_operations", "span_overflow_groups"]
 
-#: First synthetic hint id (seed 000 "_SPAN_OVERFLOW_HINT_ID = 10000"): an id
+#: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
 
@@ -274,5 +274,5 @@ def group_operations(operations: Sequence[Any], max_cores: int | None = None,
 
 
 def span_overflow_groups(operations: Sequence[Any], max_cores: int | None = None) -> list[Group]:
-    """Coarse-tile groups for automatic span-overflow tiling (seed 000 adapter)."""
+    """Coarse-tile groups for automatic span-overflow tiling (docs/architecture.md "Public names")."""
     return group_operations(operations, max_cores).groups

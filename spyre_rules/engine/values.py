@@ -25,6 +25,7 @@ from typing import Any
 
 import sympy
 
+from spyre_rules.ir.op_identity import op_name
 from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
@@ -140,13 +141,8 @@ def iteration_order(values: Any) -> list:
 
 
 def _op_name(value: Any) -> str | None:
-    get_name = getattr(value, "get_name", None)
-    if callable(get_name):
-        try:
-            return str(get_name())
-        except Exception:  # noqa: BLE001 - an unnamed node renders by its type
-            return type(value).__name__
-    return None
+    """An IR node's name (``op_name``); None for a value that is not an op."""
+    return op_name(value) if callable(getattr(value, "get_name", None)) else None
 
 
 def _layout_text(value: Any) -> str | None:

@@ -10,6 +10,7 @@ import spyre_rules
 from spyre_rules import Unsupported, config
 from spyre_rules.engine import group_operations
 from spyre_rules.hints import DimHint
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 
 from helpers import FP16, assert_span_safe, by_name, capture, without_hints
 
@@ -122,7 +123,7 @@ def _sum_over_the_run_dim(a):
 def test_reduction_over_a_dim_the_run_splits_keeps_the_seed_conflict():
     """The run splits host dim 1 of c (20 tiles), which c.sum(dim=1) reduces: no split of
     its own dims reads c tile by tile, and after the loop its read of c's full buffer
-    over the reduced dim would overflow -- the seed's Unsupported, word for word."""
+    over the reduced dim would overflow -- the original design's Unsupported, word for word."""
     ops = capture("sum_over_run_dim", _sum_over_the_run_dim,
                   torch.randn(1, 20, 128, 64, dtype=FP16))
     with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
@@ -248,5 +249,5 @@ def test_coarse_tile_consumes_the_groups(x):
             spyre_rules.coarse_tile(ops, groups)
     (op,) = ops
     assert list(op.data.ranges) == [1, 4, 16, 64]
-    assert [int(c) for c in op.loop_count] == [5]
-    assert op.loop_tiled_dims == [[1]]
+    assert [int(c) for c in loop_count(op)] == [5]
+    assert loop_tiled_dims(op) == [[1]]

@@ -83,8 +83,8 @@ def test_drop_the_indirect_read_guard(policy):
 
 def test_keep_reductions_out_of_pointwise_runs(policy):
     """The bundled policy lets c.sum(-1) join c's run; a grouping-only edit (sharing
-    loops and reading a run's full buffers for Pointwise ops only, as the seed) brings
-    back the seed's Unsupported."""
+    loops and reading a run's full buffers for Pointwise ops only, as the original design) brings
+    back its Unsupported."""
     def reduction_reads_run(a):
         c = a + 1
         return c.sum(dim=-1), c
@@ -110,7 +110,7 @@ def test_keep_reductions_out_of_pointwise_runs(policy):
 
 @pytest.mark.unsafe_plans
 def test_per_tile_only_validation_gives_the_seed_number(policy):
-    """Without the full-buffer requirement the policy is the seed's: x.sum(dim=0) on
+    """Without the full-buffer requirement the policy is the reference's: x.sum(dim=0) on
     (2, 20, 16, 64) at 8 KiB splits ((0, 10)) -- and the verifier shows why the
     bundled policy does not: every tile's full-buffer write spans 40,960 bytes."""
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))

@@ -1,6 +1,6 @@
 """Automatic tiling end to end: torch.compile(backend="spyre_rules") vs eager.
 
-Every program runs at the seed's small limit (8 KiB, sencores 4), compiles without
+Every program runs at the small limit of docs/layout_model.md §6.1-§6.2 (8 KiB, sencores 4), compiles without
 falling back, and every OpSpec passes the independent span verifier.
 """
 
@@ -131,7 +131,7 @@ def test_run_of_equal_signature_ops_shares_one_loop():
 
 
 def test_seed_sum_plan_with_the_full_buffer_requirement_dropped(tmp_path, monkeypatch):
-    """The seed's ((0, 10)) (layout_model §6.2), reproduced by a policy edit that drops the
+    """The reference's ((0, 10)) (docs/layout_model.md §6.2), reproduced by a policy edit that drops the
     bundled full-buffer requirement: every tile's write into the full output buffer spans
     40,960 bytes, so the engine's span-verifier veto refuses the plan whatever the policy
     says (it used to compile and run: issue 10)."""
