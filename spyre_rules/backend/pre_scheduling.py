@@ -9,7 +9,7 @@ order:
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
 5. every pass in ``PRE_SCHEDULING_PASSES`` (the seam: hints, the rule engine and
    coarse tiling plug in here; each is called as ``fn(graph)`` and may update the
-   op's plan record via ``graph_state(graph).plan``);
+   op's plan record via ``graph_state(graph).plan``, passes/plan_record.py);
 6. ``plan_memory``      -- an HBM byte address for every buffer (memory_map.py);
 7. capture: ``capture_operations`` takes the operations exactly as they are now.
 
@@ -30,6 +30,7 @@ from spyre_rules.backend.layouts import assign_layouts
 from spyre_rules.backend.restickify import insert_restickify
 from spyre_rules.backend.support import check_supported
 from spyre_rules.codegen.memory_map import MemoryMap
+from spyre_rules.passes.plan_record import NO_PLAN, OpPlanRecord
 
 __all__ = [
     "PRE_SCHEDULING_PASSES",
@@ -44,9 +45,6 @@ PreSchedulingPass = Callable[[Any], None]
 
 #: The seam: passes run after layouts/restickify, before memory planning.
 PRE_SCHEDULING_PASSES: list[PreSchedulingPass] = []
-
-#: Plan decision of an op no planner has decided on (never a made-up decision).
-NO_PLAN = "no plan"
 
 # When set (by capture_operations), ``(graph, operations)`` is appended here and
 # the compilation stops with CaptureComplete instead of generating code.
@@ -105,13 +103,7 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
     for op in graph.operations:
         if not isinstance(op, ir.ComputedBuffer):
             continue
-        state.plan[op.get_name()] = {
-            "op": op.get_name(),
-            "description": op_description(op),
-            "kind": op_kind(op),
-            "decision": NO_PLAN,
-            "rule_trace": [],
-        }
+        state.plan[op.get_name()] = OpPlanRecord.open(op.get_name(), op_description(op), op_kind(op))
 
 
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
@@ -127,7 +119,7 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
         layout.allocation["hbm"] = seg.address
     state.memory = memory
     for name, record in state.plan.items():
-        record["layout"] = layout_record(state.layouts[name])
+        state.plan[name] = record.with_layout(layout_record(state.layouts[name]))
 
 
 def run_pre_scheduling_passes(graph: Any) -> None:

@@ -15,7 +15,8 @@ pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring
    by ``spyre_rules.passes.tiling_propagation``).
 
 Every ComputedBuffer's plan record (``graph_state(graph).plan``, written to
-``plan.json`` in the dump dir, in execution order) gets (:func:`record_decisions`):
+``plan.json`` in the dump dir, in execution order; ``passes/plan_record.py``) gets
+its :class:`Decision` from :func:`record_decisions`:
 ``decision`` ("plan" / "no plan" / "user hint"), ``source`` ("automatic" / "user
 hint" / None), ``levels`` -- ``[[host_dim, tiles], ...]`` the op's loop really runs
 (a conforming op runs the open run's split, not ``own_plan``), ``own_plan`` (the
@@ -51,6 +52,7 @@ from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
+from spyre_rules.passes.plan_record import NO_PLAN, Decision
 
 __all__ = [
     "AUTO",
@@ -94,15 +96,10 @@ def sort_groups(operations: Sequence[Any], groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: min(position[id(op)] for op in g[0]))
 
 
-def _levels_of(op: Any, hint_ids: list[int]) -> list[list[int]]:
-    """``[[host_dim, split], ...]`` the op runs, per level (host dim None: loop-invariant)."""
+def _levels_of(op: Any, hint_ids: list[int]) -> tuple[tuple[int | None, int], ...]:
+    """``((host_dim, split), ...)`` the op runs, per level (host dim None: loop-invariant)."""
     by_id = {h.hint_id: h for h in getattr(op, "dim_hints", None) or []}
-    out = []
-    for hint_id in hint_ids:
-        hint = by_id.get(hint_id)
-        if hint is not None:
-            out.append([hint.host_dim, int(hint.split_count)])
-    return out
+    return tuple((by_id[i].host_dim, int(by_id[i].split_count)) for i in hint_ids if i in by_id)
 
 
 def record_decisions(
@@ -123,19 +120,18 @@ def record_decisions(
             record = plan.get(op.get_name())
             if record is None:
                 continue
-            record.update(
+            plan[op.get_name()] = record.with_decision(Decision(
                 decision=USER,
                 source=USER,
                 levels=_levels_of(op, ids),
                 reason=f"user spyre_hint group {g} (hint ids {ids})",
                 rule=None,
                 rule_message=None,
-                rule_trace=[],
-            )
+            ))
     user_ops = {op.get_name() for ops, _ in user_groups for op in ops}
     for op in untiled_hinted:
         if op.get_name() in plan:
-            plan[op.get_name()].update(_untiled_hint_record(op))
+            plan[op.get_name()] = plan[op.get_name()].with_decision(_untiled_hint_decision(op))
             user_ops.add(op.get_name())
     auto_group: dict[str, list[int]] = {}
     if outcome is not None:
@@ -143,32 +139,32 @@ def record_decisions(
             ids = [int(level[0]) for level in levels]
             for op in ops:
                 auto_group[op.get_name()] = ids
-    for name, record in plan.items():
+    for name, record in list(plan.items()):
         if name in user_ops:
             continue
         if outcome is None:
-            record.update(decision="no plan", source=None, levels=[], reason=_off_reason(),
-                          rule=None, rule_message=None, rule_trace=[])
+            plan[name] = record.with_decision(Decision(
+                decision=NO_PLAN, source=None, levels=(), reason=_off_reason(),
+                rule=None, rule_message=None))
             continue
-        record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
+        plan[name] = record.with_decision(_auto_decision(ops_by_name[name], outcome, auto_group.get(name)))
 
 
-def _untiled_hint_record(op: Any) -> dict:
+def _untiled_hint_decision(op: Any) -> Decision:
     """An op inside hint blocks none of whose levels tiles it: it runs once, in no loop."""
     names = sorted({n for h in op.dim_hints for n in h.dim_names})
-    return {
-        "decision": USER,
-        "source": USER,
-        "levels": [],
-        "reason": (f"in spyre_hint block(s) on {names} but has no dim of those names: not "
-                   "tiled, runs once outside the loop"),
-        "rule": None,
-        "rule_message": None,
-        "rule_trace": [],
-    }
+    return Decision(
+        decision=USER,
+        source=USER,
+        levels=(),
+        reason=(f"in spyre_hint block(s) on {names} but has no dim of those names: not "
+                "tiled, runs once outside the loop"),
+        rule=None,
+        rule_message=None,
+    )
 
 
-def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
+def _auto_decision(op: Any, outcome: Any, hint_ids: list[int] | None) -> Decision:
     """One op's record from the engine: the planner's decision, then the grouping step.
 
     ``rule`` names the rule that decided what the op runs: the grouping rule for a
@@ -188,18 +184,18 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
         decider, reason = decision.trace[-1], decision.reason
     else:
         decider, reason = step, step.message if step is not None else None
-    return {
-        "decision": decision.decision if decision is not None else "no plan",
-        "source": AUTO if hint_ids is not None else None,
-        "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
-        "own_plan": ([list(s) for s in decision.plan.splits]
-                     if decision is not None and decision.plan is not None else None),
-        "hint_ids": hint_ids or [],
-        "reason": reason,
-        "rule": f"{decider.section}.{decider.rule}" if decider is not None else None,
-        "rule_message": decider.message if decider is not None else None,
-        "rule_trace": [s.as_dict() for s in trace],
-    }
+    return Decision(
+        decision=decision.decision if decision is not None else NO_PLAN,
+        source=AUTO if hint_ids is not None else None,
+        levels=_levels_of(op, hint_ids) if hint_ids is not None else (),
+        own_plan=(tuple(decision.plan.splits)
+                  if decision is not None and decision.plan is not None else None),
+        hint_ids=tuple(hint_ids or ()),
+        reason=reason,
+        rule=f"{decider.section}.{decider.rule}" if decider is not None else None,
+        rule_message=decider.message if decider is not None else None,
+        rule_trace=tuple(s.as_dict() for s in trace),
+    )
 
 
 def _record_refusal(graph: Any, message: str) -> None:
@@ -213,19 +209,19 @@ def _record_refusal(graph: Any, message: str) -> None:
     with V.set_graph_handler(graph):
         decisions = {d.op: d for d in plan_graph(list(graph.operations))}
     state = graph_state(graph)
-    for name, record in state.plan.items():
+    for name, record in list(state.plan.items()):
         d = decisions.get(name)
         if d is not None:
             last = d.trace[-1] if d.trace else None
-            record.update(
+            record = record.with_decision(Decision(
                 decision=d.decision,
-                levels=[list(s) for s in d.plan.splits] if d.plan is not None else [],
+                levels=tuple(d.plan.splits) if d.plan is not None else (),
                 reason=d.reason,
                 rule=f"{last.section}.{last.rule}" if last is not None else None,
                 rule_message=last.message if last is not None else None,
-                rule_trace=[s.as_dict() for s in d.trace],
-            )
-        record["graph_error"] = message
+                rule_trace=tuple(s.as_dict() for s in d.trace),
+            ))
+        state.plan[name] = record.with_graph_error(message)
     dump_graph(graph, state)
 
 

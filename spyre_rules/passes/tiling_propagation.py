@@ -54,6 +54,7 @@ from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
+from spyre_rules.passes.plan_record import LoopRecord
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
 
 __all__ = [
@@ -168,10 +169,10 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     buf.loop_tiled_reduction_dims = [[] for _ in op.loop_tiled_dims]
     state = graph_state(graph)
     state.layouts[name] = layout
-    record = dict(state.plan.get(op.get_name(), {}))
-    record.update({"op": name, "kind": COPY_KIND, "rule_trace": [],
-                   "description": f"{name} (copy of the {op.get_name()} tile into a full buffer)"})
-    state.plan[name] = record
+    description = f"{name} (copy of the {op.get_name()} tile into a full buffer)"
+    tiled = state.plan.get(op.get_name())
+    if tiled is not None:
+        state.plan[name] = tiled.copied_as(name, description, COPY_KIND)
     return buf
 
 
@@ -247,12 +248,12 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
         op = graph.get_buffer(name)
         record = state.plan.get(name)
         if record is not None:
-            record["loop"] = {
-                "loop_group_id": list(op.loop_group_id),
-                "loop_count": [int(c) for c in op.loop_count],
-                "loop_tiled_dims": [list(d) for d in op.loop_tiled_dims],
-                "propagation": what,
-            }
+            state.plan[name] = record.with_loop(LoopRecord(
+                loop_group_id=tuple(op.loop_group_id),
+                loop_count=tuple(int(c) for c in op.loop_count),
+                loop_tiled_dims=tuple(tuple(d) for d in op.loop_tiled_dims),
+                propagation=what,
+            ))
     return done
 
 
