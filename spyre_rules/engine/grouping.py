@@ -1,17 +1,18 @@
-"""``span_overflow_groups(operations)``: planned ops -> coarse-tile groups.
+"""``decide_groups(operations)``: planned ops -> coarse-tile groups (the engine's decision).
 
 The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
 layout_model §5.1): ops are visited in graph order with at most one open run
 of Pointwise ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
 condition and message is in ``rules/grouping.rules``; this module only keeps
-the run, allocates hint ids and stamps the hints.
+the run and allocates hint ids.
 
-Closing a run (or a ``single`` op) makes a group shaped like a user-hint group,
-``([ops], [(hint_id, sympy.Integer(split), False), ...])``, and stamps each
-member with one synthetic ``DimHint`` per level (``dim_names`` =
-``["_span_overflow"]``, the member's loop variable of that host dim), so
-``spyre_rules.coarse_tile`` consumes them exactly like user hints.
+Closing a run (or a ``single`` op) makes a :class:`TileGroup` shaped like a
+user-hint group, ``([ops], [GroupLevel(hint_id, sympy.Integer(split), False), ...])``,
+and decides one :class:`AutoHint` per member and level (the member's loop
+variable of that host dim).  The engine writes nothing into the IR: the pass
+that applies the decision stamps the hints (``spyre_rules.hints.automatic``),
+so ``coarse_tile`` consumes them exactly like user hints.
 """
 
 from __future__ import annotations
@@ -26,24 +27,24 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
-from spyre_rules.engine.records import OpDecision, TraceStep
+from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
-__all__ = ["HINT_ID_BASE", "GroupingOutcome", "group_operations", "span_overflow_groups"]
+__all__ = ["HINT_ID_BASE", "GroupingOutcome", "decide_groups"]
 
 #: First synthetic hint id (seed 000 "_SPAN_OVERFLOW_HINT_ID = 10000"): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
 
-Group = tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]
-
 
 @dataclasses.dataclass
 class GroupingOutcome:
-    groups: list[Group]
+    groups: list[TileGroup]
     actions: dict[str, TraceStep]        # op name -> the grouping rule that decided
     decisions: dict[str, OpDecision]     # op name -> planner decision (ops whose plan was read)
+    hints: dict[str, tuple[AutoHint, ...]] = dataclasses.field(default_factory=dict)
+    # op name -> its levels in its group (the hints the applying pass stamps)
 
 
 class _Grouper:
@@ -54,7 +55,8 @@ class _Grouper:
         self.run_ops: list[Any] = []
         self.run_rules: list[str] = []  # the grouping rule that put each run member in
         self.run_levels: list[Level] = []
-        self.groups: list[Group] = []
+        self.groups: list[TileGroup] = []
+        self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
         self.decisions: dict[str, OpDecision] = {}
         # The values rules see, rebuilt only when the run or the closed groups change:
@@ -101,11 +103,11 @@ class _Grouper:
         ids = list(range(self.next_id, self.next_id + len(levels)))
         self.next_id += len(levels)
         for op in ops:
-            op.dim_hints = _hints(op, levels, ids)
+            self.hints[op.get_name()] = _hints(op, levels, ids)
             self.auto_tiled.add(op.get_name())
         self._auto_tiled = None
-        self.groups.append((list(ops), [(i, sympy.Integer(lv.split), lv.is_reduction)
-                                        for i, lv in zip(ids, levels)]))
+        self.groups.append(TileGroup(list(ops), [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
+                                                 for i, lv in zip(ids, levels)]))
 
     def close_run(self) -> None:
         ops, levels, rules = self.run_ops, self.run_levels, self.run_rules
@@ -159,10 +161,8 @@ class _Grouper:
         return step
 
 
-def _hints(op: Any, levels: list[Level], ids: list[int]) -> list[Any]:
-    """One synthetic DimHint per level: the op's loop variable of that host dim."""
-    from spyre_rules.hints import DimHint
-
+def _hints(op: Any, levels: list[Level], ids: list[int]) -> tuple[AutoHint, ...]:
+    """One hint per level: the op's loop variable of that host dim."""
     positions = facts.op_facts(op).position_vars or []
     hints = []
     for level, hint_id in zip(levels, ids):
@@ -170,15 +170,14 @@ def _hints(op: Any, levels: list[Level], ids: list[int]) -> list[Any]:
         if not isinstance(var, sympy.Symbol):
             raise Unsupported(f"Cannot auto-tile {op.get_name()}: host dim {level.host_dim} has no "
                               "loop variable of its own to tile")
-        hints.append(DimHint(dim_names=list(facts.AUTO_HINT_DIM_NAMES), split_count=level.split,
-                             loop_var=var, is_reduction=level.is_reduction, hint_id=hint_id,
-                             host_dim=level.host_dim))
-    return hints
+        hints.append(AutoHint(hint_id, level.host_dim, level.split, var, level.is_reduction))
+    return tuple(hints)
 
 
-def group_operations(operations: Sequence[Any], max_cores: int | None = None,
-                     trace: list[TraceStep] | None = None) -> GroupingOutcome:
+def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
+                  trace: list[TraceStep] | None = None) -> GroupingOutcome:
     """Run the grouping section over ``operations`` (graph order); see the module doc.
+    Reads the ops, never writes them.
 
     ``trace``, when given, receives every step the grouping evaluator records
     (grouping rules, ``conforms``, the planner decisions it reads), also when
@@ -196,9 +195,4 @@ def group_operations(operations: Sequence[Any], max_cores: int | None = None,
                 _require_graph(op)
                 actions[op.get_name()] = grouper.visit(op)
         grouper.close_run()
-    return GroupingOutcome(grouper.groups, actions, grouper.decisions)
-
-
-def span_overflow_groups(operations: Sequence[Any], max_cores: int | None = None) -> list[Group]:
-    """Coarse-tile groups for automatic span-overflow tiling (seed 000 adapter)."""
-    return group_operations(operations, max_cores).groups
+    return GroupingOutcome(grouper.groups, actions, grouper.decisions, grouper.hints)

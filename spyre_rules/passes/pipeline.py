@@ -7,9 +7,12 @@ pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring
 2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
    stamps its synthetic hints, so only user hints count;
 3. automatic groups, unless ``config.ignore_span_overflow_hints`` or
-   ``config.ignore_wsr_hints``: the rule engine's grouping (``group_operations``,
-   the ``span_overflow_groups`` adapter).  The engine skips ops that carry user
+   ``config.ignore_wsr_hints``: the rule engine's grouping decision
+   (``decide_groups``), whose synthetic hints this pass stamps
+   (``hints.apply_automatic_hints``).  The rules pass ops that carry user
    ``dim_hints`` (rules/grouping.rules ``user_hinted``), so user hints win per op;
+   that is the rules' decision alone -- a policy that also tiles a user-hinted op
+   automatically is refused, never silently resolved;
 4. all groups sorted by the position of their first op, then applied by
    ``tile_groups(graph, groups)`` (coarse_tile + insert_tiling_propagation; owned
    by ``spyre_rules.passes.tiling_propagation``).
@@ -50,8 +53,9 @@ from spyre_rules import config
 from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
+from spyre_rules.engine.records import TileGroup
 from spyre_rules.errors import Unsupported
-from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
+from spyre_rules.hints import apply_automatic_hints, assign_dim_hints, hints_to_coarse_tile_groups
 from spyre_rules.passes.plan_record import NO_PLAN, Decision
 
 __all__ = [
@@ -71,7 +75,7 @@ __all__ = [
 USER = "user hint"
 AUTO = "automatic"
 
-Group = tuple[list[Any], list[Any]]
+Group = TileGroup  # engine/records.py: the one representation of a group
 
 
 def automatic_tiling_enabled() -> bool:
@@ -231,6 +235,23 @@ def untiled_hinted_ops(operations: Sequence[Any], user_groups: list[Group]) -> l
     return [op for op in operations if getattr(op, "dim_hints", None) and id(op) not in grouped]
 
 
+def _check_user_hints_won(user_groups: list[Group], untiled: Sequence[Any], outcome: Any) -> None:
+    """Whether user hints win over automatic plans is the rules' decision
+    (rules/grouping.rules ``user_hinted``): an op the rules tiled automatically must
+    carry no user hints.  Python does not pick a winner; a policy that tiles a
+    user-hinted op is refused, naming the rule."""
+    hinted = {op.get_name() for ops, _ in user_groups for op in ops} | {op.get_name() for op in untiled}
+    for group in outcome.groups:
+        for op in group.ops:
+            if op.get_name() in hinted:
+                step = outcome.actions.get(op.get_name())
+                rule = f"{step.section}.{step.rule}" if step is not None else "(no rule)"
+                raise Unsupported(
+                    f"Cannot tile {op.get_name()}: it carries user spyre_hint dims, and grouping rule "
+                    f"`{rule}` also tiles it automatically; the rules must decide that manual hints "
+                    "win (rules/grouping.rules `user_hinted`)")
+
+
 def collect_groups(graph: Any) -> list[Group]:
     """All coarse-tile groups of the graph, sorted; records every op's decision.
 
@@ -239,19 +260,21 @@ def collect_groups(graph: Any) -> list[Group]:
     """
     operations = list(graph.operations)
     user_groups = hints_to_coarse_tile_groups(operations)
-    untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
+    untiled = untiled_hinted_ops(operations, user_groups)  # user hints only: none stamped yet
     outcome = None
     if automatic_tiling_enabled():
-        from spyre_rules.engine import group_operations
+        from spyre_rules.engine import decide_groups
 
         try:
             with V.set_graph_handler(graph):
-                outcome = group_operations(operations)
+                outcome = decide_groups(operations)
+            _check_user_hints_won(user_groups, untiled, outcome)
         except Unsupported as err:
             _record_refusal(graph, str(err))
             if isinstance(err, UnsupportedGraph):
                 raise
             raise UnsupportedGraph(str(err)) from err
+        apply_automatic_hints(operations, outcome)
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
     return sort_groups(operations, list(user_groups) + list(auto_groups))
@@ -270,7 +293,7 @@ def _records_in_graph_order(graph: Any) -> None:
 def coarse_tiling_pass(graph: Any) -> None:
     """Pre-scheduling pass: :func:`run_pipeline`, except under ``capture_operations``.
 
-    A capture returns the ops as the planners see them (hints stamped, nothing
+    A capture returns the ops as the planners see them (user hints stamped, nothing
     tiled, no synthetic hints); callers run :func:`run_pipeline` on the captured graph themselves.
     """
     from spyre_rules.backend import pre_scheduling

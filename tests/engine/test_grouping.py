@@ -8,7 +8,7 @@ import torch
 
 import spyre_rules
 from spyre_rules import Unsupported, config
-from spyre_rules.engine import group_operations
+from spyre_rules.hints import group_operations
 from spyre_rules.hints import DimHint
 
 from helpers import FP16, assert_span_safe, by_name, capture, without_hints
