@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spyre_rules.facts.hint_kinds import AUTO_HINT_DIM_NAMES
-from spyre_rules.hints.assign import DimHint
+from spyre_rules.ir.dim_hint import DimHint
 
 __all__ = ["apply_automatic_hints", "group_operations", "span_overflow_groups"]
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from spyre_rules import config
-from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.engine.policy import clear_policy_cache
 from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
 from spyre_rules.resources import rules_dir
