@@ -13,10 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spyre_rules.lang import ast as A
-from spyre_rules.lang.sections import (
-    SEARCH_DECISION_BINDINGS, SEARCH_EXHAUSTED_BINDINGS, SPECS,
-)
-from spyre_rules.engine.compile import CTX, ExprCompiler, Fn, Scope, template_paths
+from spyre_rules.lang.resolved import Resolution
+from spyre_rules.engine.compile import CTX, ExprCompiler, Fn
 from spyre_rules.engine.values import iteration_order
 
 __all__ = ["Rule", "Requirement", "Generator", "Legality", "Search", "Program", "compile_program"]
@@ -85,135 +83,86 @@ class Program:
     grouping: list[Rule]
 
 
-def _watch_names(e: A.Expr | None, out: list[str]) -> None:
-    """Names an expression reads (for "the values a rule saw")."""
-    if e is None:
-        return
-    stack: list[Any] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, A.Name):
-            if x.id not in out:
-                out.append(x.id)
-        elif dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                if f.name == "span":
-                    continue
-                v = getattr(x, f.name)
-                if isinstance(v, list):
-                    stack.extend(reversed(v))
-                elif dataclasses.is_dataclass(v) and not isinstance(v, A.Ident):
-                    stack.append(v)
-
-
 class _SectionCompiler:
-    def __init__(self, compiler: ExprCompiler, consts: dict[str, Any]) -> None:
+    """Compiles the items of each section from the checker's resolution: a name's
+    meaning, a binder's slot and a template's pieces are all looked up there."""
+
+    def __init__(self, compiler: ExprCompiler) -> None:
         self.c = compiler
-        self.consts = consts
+        self.resolution = compiler.resolution
 
-    def base_scope(self, kind: str, extra: dict[str, str] | None = None) -> Scope:
-        scope = Scope()
-        for name in {**SPECS[kind].bindings, **(extra or {})}:
-            scope.names[name] = ("implicit", name)
-        return scope
-
-    def watch(self, exprs: list[A.Expr | None], message: A.Str | None, scope: Scope,
-              span: A.Span) -> list[tuple[str, Fn]]:
+    def watch(self, item: A.Decision | A.Require, message: A.Str | None) -> list[tuple[str, Fn]]:
         """Getters of the values a rule saw: bindings its condition reads that are
         already computed (no extra evaluation, so recording never fails) and the
         placeholders of its message."""
-        names: list[str] = []
-        for e in exprs:
-            _watch_names(e, names)
-        out: list[tuple[str, Fn]] = []
-        for name in names:
-            found = scope.lookup(name)
-            if found is None:
-                continue  # a constant: its value is in the rules
-            kind, payload = found
-            if kind in ("implicit", "slot"):
-                out.append((name, _peek(payload)))
-            elif kind == "let":
-                out.append((name, _peek(payload[0])))
+        out: list[tuple[str, Fn]] = [(name, _peek(b.slot)) for name, b in self.resolution.watch[id(item)]]
         if message is not None:
-            for path in template_paths(message):
-                label = ".".join(path)
-                if any(label == n for n, _ in out):
+            for p in self.resolution.template(message).placeholders:
+                if any(p.label == n for n, _ in out):
                     continue
-                out.append((label, self.c.placeholder(path, scope, message.span)))
+                out.append((p.label, self.c.placeholder(p, message.span)))
         return out
 
-    def let(self, item: A.LetItem, scope: Scope, shared: bool = True) -> Scope:
-        fn = self.c.expr(item.value, scope)
-        key = self.c.new_slot()
-        scope = scope.child()
-        scope.names[item.name.name] = ("let", (key, fn, shared))
-        return scope
+    def let(self, item: A.LetItem, shared: bool = True) -> None:
+        self.c.define_let(item.name, self.c.expr(item.value), shared)
 
-    def rule(self, kind: str, item: A.Decision, scope: Scope) -> Rule:
-        guard = self.c.expr(item.guard, scope) if item.guard is not None else None
-        message = self.c.template(item.message, scope) if item.message is not None else None
+    def rule(self, kind: str, item: A.Decision) -> Rule:
+        guard = self.c.expr(item.guard) if item.guard is not None else None
+        message = self.c.template(item.message) if item.message is not None else None
         return Rule(kind, item.action.name, item.name.name, guard, message,
-                    self.watch([item.guard], item.message, scope, item.span), item.span)
+                    self.watch(item, item.message), item.span)
 
-    def require(self, kind: str, item: A.Require, scope: Scope) -> Requirement:
-        return Requirement(kind, item.name.name, self.c.expr(item.cond, scope),
-                           self.c.template(item.message, scope) if item.message is not None else None,
-                           self.watch([item.cond], item.message, scope, item.span), item.span)
+    def require(self, kind: str, item: A.Require) -> Requirement:
+        return Requirement(kind, item.name.name, self.c.expr(item.cond),
+                           self.c.template(item.message) if item.message is not None else None,
+                           self.watch(item, item.message), item.span)
 
     # ------------------------------------------------------------ sections
     def first_match(self, sec: A.Section) -> list[Rule]:
         kind = sec.kind.name
-        scope = self.base_scope(kind)
         rules = []
         for item in sec.items:
             if isinstance(item, A.LetItem):
-                scope = self.let(item, scope)
+                self.let(item)
             elif isinstance(item, A.Decision):
-                rules.append(self.rule(kind, item, scope))
+                rules.append(self.rule(kind, item))
         return rules
 
     def requirements(self, sec: A.Section) -> list[Requirement]:
-        scope = self.base_scope("validation")
         out = []
         for item in sec.items:
             if isinstance(item, A.LetItem):
-                scope = self.let(item, scope)
+                self.let(item)
             elif isinstance(item, A.Require):
-                out.append(self.require("validation", item, scope))
+                out.append(self.require(sec.kind.name, item))
         return out
 
     def candidates(self, sec: A.Section) -> list[Generator]:
-        scope = self.base_scope("candidates")
         gens = []
         for item in sec.items:
             if isinstance(item, A.LetItem):
-                scope = self.let(item, scope)
+                self.let(item)
             elif isinstance(item, A.Generator):
-                gens.append(self.generator(item, scope))
+                gens.append(self.generator(item))
         return gens
 
-    def generator(self, gen: A.Generator, scope: Scope) -> Generator:
+    def generator(self, gen: A.Generator) -> Generator:
         steps: list[tuple[str, Any]] = []
-        seen: list[tuple[str, int]] = []
+        seen: list[tuple[str, Any]] = []
         for clause in gen.clauses:
             if isinstance(clause, A.GenFor):
-                it = self.c.expr(clause.iter, scope)
-                key = self.c.new_slot()
-                scope = scope.child()
-                scope.names[clause.var.name] = ("slot", key)
+                it = self.c.expr(clause.iter)
+                key = self.c.slot(clause.var)
                 seen.append((clause.var.name, key))
                 steps.append(("for", (it, key)))
             elif isinstance(clause, A.GenIf):
-                steps.append(("if", self.c.expr(clause.cond, scope)))
+                steps.append(("if", self.c.expr(clause.cond)))
             else:
-                fn = self.c.expr(clause.value, scope)
-                key = self.c.new_slot()
-                scope = scope.child()
-                scope.names[clause.name.name] = ("slot", key)
+                fn = self.c.expr(clause.value)
+                key = self.c.slot(clause.name)
                 seen.append((clause.name.name, key))
                 steps.append(("let", (fn, key)))
-        emit = self.c.expr(gen.emit, scope)
+        emit = self.c.expr(gen.emit)
         final_seen = list(seen)
 
         def build(i: int) -> Callable[[dict, list], None]:
@@ -248,7 +197,6 @@ class _SectionCompiler:
         return Generator(gen.name.name, build(0), gen.span)
 
     def legality(self, sec: A.Section) -> Legality:
-        scope = self.base_scope("legality")
         guards: list[Rule] = []
         requires: list[Requirement] = []
         splits_key, splits = -1, None
@@ -256,52 +204,35 @@ class _SectionCompiler:
         for item in sec.items:
             if isinstance(item, A.LetItem):
                 # a let after `splits` may read the split variable: never share it
-                scope = self.let(item, scope, shared=not after_splits)
+                self.let(item, shared=not after_splits)
             elif isinstance(item, A.Decision):
-                guards.append(self.rule("legality", item, scope))
+                guards.append(self.rule("legality", item))
             elif isinstance(item, A.SplitsItem):
-                splits = self.c.expr(item.source, scope)
-                splits_key = self.c.new_slot()
-                scope = scope.child()
-                scope.names[item.var.name] = ("slot", splits_key)
+                splits = self.c.expr(item.source)
+                splits_key = self.c.slot(item.var)
                 after_splits = True
             elif isinstance(item, A.Require):
-                requires.append(self.require("legality", item, scope))
+                requires.append(self.require("legality", item))
         assert splits is not None  # the checker requires one `splits` item
         return Legality(guards, splits_key, splits, requires)
 
     def search(self, sec: A.Section) -> Search:
-        scope = self.base_scope("search")
-        bounds: dict[str, int] = {}
         guards: list[Rule] = []
-        binders: dict[type, tuple[int, Fn]] = {}
+        binders: dict[type, tuple[Any, Fn]] = {}
         exhausted: Fn | None = None
         for item in sec.items:
             if isinstance(item, A.LetItem):
-                scope = self.let(item, scope)
-            elif isinstance(item, A.BoundItem):
-                from spyre_rules.lang import consts as K
-
-                bounds[item.name.name] = K.evaluate(item.value, lambda n: self.consts[n.id])
+                self.let(item)
             elif isinstance(item, (A.OrderItem, A.RequiredItem, A.CostItem)):
-                key = self.c.new_slot()
-                inner = scope.child()
-                inner.names[item.var.name] = ("slot", key)
                 value = item.key if not isinstance(item, A.RequiredItem) else item.value
-                binders[type(item)] = (key, self.c.expr(value, inner))
+                binders[type(item)] = (self.c.slot(item.var), self.c.expr(value))
             elif isinstance(item, A.Decision):
-                inner = scope.child()
-                for name in SEARCH_DECISION_BINDINGS:
-                    inner.names[name] = ("implicit", name)
-                guards.append(self.rule("search", item, inner))
+                guards.append(self.rule("search", item))
             elif isinstance(item, A.ExhaustedItem):
-                inner = scope.child()
-                for name in SEARCH_EXHAUSTED_BINDINGS:
-                    inner.names[name] = ("implicit", name)
-                exhausted = self.c.template(item.message, inner)
+                exhausted = self.c.template(item.message)
         assert exhausted is not None
-        return Search(bounds, binders[A.OrderItem], binders[A.RequiredItem], binders[A.CostItem],
-                      guards, exhausted)
+        return Search(dict(self.resolution.bounds), binders[A.OrderItem], binders[A.RequiredItem],
+                      binders[A.CostItem], guards, exhausted)
 
 
 def _peek(key: Any) -> Fn:
@@ -317,8 +248,8 @@ _NOT_SEEN = _NotSeen()
 
 
 def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
-                    records: dict[str, type], consts: dict[str, Any]) -> Program:
-    """Compile the six sections of a checked policy."""
+                    records: dict[str, type], resolution: Resolution) -> Program:
+    """Compile the six sections of a checked policy from the checker's resolution."""
     generators: dict[str, Generator] = {}
 
     def generator_ref(name: str) -> Fn:
@@ -326,32 +257,14 @@ def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
         # the per-tile view of the current (op, tile)
         return lambda env: env[CTX].rerun_generator(generators[name], env)
 
-    compiler = ExprCompiler(facts, records, consts, generator_ref)
-    sc = _SectionCompiler(compiler, consts)
+    sc = _SectionCompiler(ExprCompiler(facts, records, resolution, generator_ref))
     gens = sc.candidates(sections["candidates"])
     generators.update((g.name, g) for g in gens)
-    validation_scope_gens = sections["validation"]
-    program = Program(
+    return Program(
         eligibility=sc.first_match(sections["eligibility"]),
         generators=gens,
         legality=sc.legality(sections["legality"]),
         search=sc.search(sections["search"]),
-        validation=_validation(sc, validation_scope_gens, list(generators)),
+        validation=sc.requirements(sections["validation"]),
         grouping=sc.first_match(sections["grouping"]),
     )
-    return program
-
-
-def _validation(sc: _SectionCompiler, sec: A.Section, generator_names: list[str]) -> list[Requirement]:
-    scope = sc.base_scope("validation")
-    inner = scope.child()
-    for name in generator_names:
-        if scope.lookup(name) is None:
-            inner.names[name] = ("gen", name)
-    out = []
-    for item in sec.items:
-        if isinstance(item, A.LetItem):
-            inner = sc.let(item, inner)
-        elif isinstance(item, A.Require):
-            out.append(sc.require("validation", item, inner))
-    return out
