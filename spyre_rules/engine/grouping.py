@@ -1,4 +1,8 @@
-"""``decide_groups(operations)``: planned ops -> coarse-tile groups (the engine's decision).
+"""The ``grouping`` section: ``decide_groups(operations)``, planned ops -> coarse-tile groups.
+
+Both halves of the section kind: the checker's half is the ``grouping`` row of
+``lang/sections.py`` (``SPECS``: the actions and bindings below); this module
+compiles it (:func:`compile_grouping`) and runs it.
 
 The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
 layout_model §5.1): ops are visited in graph order with at most one open run
@@ -27,15 +31,21 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
+from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
-__all__ = ["HINT_ID_BASE", "GroupingOutcome", "decide_groups"]
+__all__ = ["HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
 
 #: First synthetic hint id (seed 000 "_SPAN_OVERFLOW_HINT_ID = 10000"): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
+
+
+def compile_grouping(ic: ItemCompiler, sec: Any) -> list[Rule]:
+    """First-match rules over ``op`` / ``plan`` / ``run`` / the producer sets."""
+    return ic.first_match(sec)
 
 
 @dataclasses.dataclass

@@ -2,8 +2,10 @@
 
 Each section kind of docs/rules_language.md §6 becomes one object holding its
 items as closures (``compile.py``), in the order written, with ``let``s
-resolved lazily.  This module only *compiles*; ``planner.py`` and
-``grouping.py`` implement the section semantics on top of it.
+resolved lazily.  Each kind has one module holding its compilation and its
+evaluation (:data:`SECTION_MODULES`); this module holds what they share: the
+records of rules, requirements and generators, and the compiler of the items
+every kind may contain.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.resolved import Resolution
 from spyre_rules.engine.compile import CTX, ExprCompiler, Fn
-from spyre_rules.engine.values import iteration_order
 
-__all__ = ["Rule", "Requirement", "Generator", "Legality", "Search", "Program", "compile_program"]
+__all__ = ["ItemCompiler", "Rule", "Requirement", "Generator", "Program", "SECTION_MODULES",
+           "compile_program"]
 
 
 @dataclasses.dataclass
@@ -56,36 +58,22 @@ class Generator:
 
 
 @dataclasses.dataclass
-class Legality:
-    guards: list[Rule]
-    splits_key: int
-    splits: Fn
-    requires: list[Requirement]
-
-
-@dataclasses.dataclass
-class Search:
-    bounds: dict[str, int]
-    order: tuple[int, Fn]       # (binder slot, key)
-    required: tuple[int, Fn]
-    cost: tuple[int, Fn]
-    guards: list[Rule]
-    exhausted: Fn
-
-
-@dataclasses.dataclass
 class Program:
+    """One compiled program per section kind (``SECTION_MODULES``)."""
+
     eligibility: list[Rule]
     generators: list[Generator]
-    legality: Legality
-    search: Search
+    legality: Any       # engine/legality.py Legality
+    search: Any         # engine/search.py Search
     validation: list[Requirement]
     grouping: list[Rule]
 
 
-class _SectionCompiler:
-    """Compiles the items of each section from the checker's resolution: a name's
-    meaning, a binder's slot and a template's pieces are all looked up there."""
+class ItemCompiler:
+    """Compiles the items every section kind shares (``let``, first-match rules,
+    requirements) from the checker's resolution: a name's meaning, a binder's
+    slot and a template's pieces are all looked up there.  Each section kind's
+    own items are compiled by its module (``SECTION_MODULES``)."""
 
     def __init__(self, compiler: ExprCompiler) -> None:
         self.c = compiler
@@ -137,103 +125,6 @@ class _SectionCompiler:
                 out.append(self.require(sec.kind.name, item))
         return out
 
-    def candidates(self, sec: A.Section) -> list[Generator]:
-        gens = []
-        for item in sec.items:
-            if isinstance(item, A.LetItem):
-                self.let(item)
-            elif isinstance(item, A.Generator):
-                gens.append(self.generator(item))
-        return gens
-
-    def generator(self, gen: A.Generator) -> Generator:
-        steps: list[tuple[str, Any]] = []
-        seen: list[tuple[str, Any]] = []
-        for clause in gen.clauses:
-            if isinstance(clause, A.GenFor):
-                it = self.c.expr(clause.iter)
-                key = self.c.slot(clause.var)
-                seen.append((clause.var.name, key))
-                steps.append(("for", (it, key)))
-            elif isinstance(clause, A.GenIf):
-                steps.append(("if", self.c.expr(clause.cond)))
-            else:
-                fn = self.c.expr(clause.value)
-                key = self.c.slot(clause.name)
-                seen.append((clause.name.name, key))
-                steps.append(("let", (fn, key)))
-        emit = self.c.expr(gen.emit)
-        final_seen = list(seen)
-
-        def build(i: int) -> Callable[[dict, list], None]:
-            if i == len(steps):
-                def do_emit(env: dict, out: list) -> None:
-                    out.append((emit(env), {name: env[key] for name, key in final_seen}))
-                return do_emit
-            kind, payload = steps[i]
-            nxt = build(i + 1)
-            if kind == "for":
-                it, key = payload
-
-                def do_for(env: dict, out: list) -> None:
-                    for value in iteration_order(it(env)):
-                        env[key] = value
-                        nxt(env, out)
-                return do_for
-            if kind == "if":
-                cond = payload
-
-                def do_if(env: dict, out: list) -> None:
-                    if cond(env):
-                        nxt(env, out)
-                return do_if
-            fn, key = payload
-
-            def do_let(env: dict, out: list) -> None:
-                env[key] = fn(env)
-                nxt(env, out)
-            return do_let
-
-        return Generator(gen.name.name, build(0), gen.span)
-
-    def legality(self, sec: A.Section) -> Legality:
-        guards: list[Rule] = []
-        requires: list[Requirement] = []
-        splits_key, splits = -1, None
-        after_splits = False
-        for item in sec.items:
-            if isinstance(item, A.LetItem):
-                # a let after `splits` may read the split variable: never share it
-                self.let(item, shared=not after_splits)
-            elif isinstance(item, A.Decision):
-                guards.append(self.rule("legality", item))
-            elif isinstance(item, A.SplitsItem):
-                splits = self.c.expr(item.source)
-                splits_key = self.c.slot(item.var)
-                after_splits = True
-            elif isinstance(item, A.Require):
-                requires.append(self.require("legality", item))
-        assert splits is not None  # the checker requires one `splits` item
-        return Legality(guards, splits_key, splits, requires)
-
-    def search(self, sec: A.Section) -> Search:
-        guards: list[Rule] = []
-        binders: dict[type, tuple[Any, Fn]] = {}
-        exhausted: Fn | None = None
-        for item in sec.items:
-            if isinstance(item, A.LetItem):
-                self.let(item)
-            elif isinstance(item, (A.OrderItem, A.RequiredItem, A.CostItem)):
-                value = item.key if not isinstance(item, A.RequiredItem) else item.value
-                binders[type(item)] = (self.c.slot(item.var), self.c.expr(value))
-            elif isinstance(item, A.Decision):
-                guards.append(self.rule("search", item))
-            elif isinstance(item, A.ExhaustedItem):
-                exhausted = self.c.template(item.message)
-        assert exhausted is not None
-        return Search(dict(self.resolution.bounds), binders[A.OrderItem], binders[A.RequiredItem],
-                      binders[A.CostItem], guards, exhausted)
-
 
 def _peek(key: Any) -> Fn:
     return lambda env: env.get(key, _NOT_SEEN)
@@ -247,9 +138,24 @@ class _NotSeen:
 _NOT_SEEN = _NotSeen()
 
 
+#: section kind -> the engine module that compiles and runs it (``compile_<kind>``,
+#: ``<Kind>Evaluation``); the checker's half of each kind is ``lang/sections.py`` SPECS.
+SECTION_MODULES = {
+    "eligibility": "spyre_rules.engine.eligibility",
+    "candidates": "spyre_rules.engine.candidates",
+    "legality": "spyre_rules.engine.legality",
+    "search": "spyre_rules.engine.search",
+    "validation": "spyre_rules.engine.validation",
+    "grouping": "spyre_rules.engine.grouping",
+}
+
+
 def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
                     records: dict[str, type], resolution: Resolution) -> Program:
-    """Compile the six sections of a checked policy from the checker's resolution."""
+    """Compile the six sections of a checked policy from the checker's resolution,
+    each by its section kind's module."""
+    import importlib
+
     generators: dict[str, Generator] = {}
 
     def generator_ref(name: str) -> Fn:
@@ -257,14 +163,19 @@ def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
         # the per-tile view of the current (op, tile)
         return lambda env: env[CTX].rerun_generator(generators[name], env)
 
-    sc = _SectionCompiler(ExprCompiler(facts, records, resolution, generator_ref))
-    gens = sc.candidates(sections["candidates"])
+    ic = ItemCompiler(ExprCompiler(facts, records, resolution, generator_ref))
+
+    def compiled(kind: str) -> Any:
+        module = importlib.import_module(SECTION_MODULES[kind])
+        return getattr(module, f"compile_{kind}")(ic, sections[kind])
+
+    gens = compiled("candidates")
     generators.update((g.name, g) for g in gens)
     return Program(
-        eligibility=sc.first_match(sections["eligibility"]),
+        eligibility=compiled("eligibility"),
         generators=gens,
-        legality=sc.legality(sections["legality"]),
-        search=sc.search(sections["search"]),
-        validation=sc.requirements(sections["validation"]),
-        grouping=sc.first_match(sections["grouping"]),
+        legality=compiled("legality"),
+        search=compiled("search"),
+        validation=compiled("validation"),
+        grouping=compiled("grouping"),
     )

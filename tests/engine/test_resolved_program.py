@@ -101,3 +101,23 @@ def test_names_resolve_to_the_checkers_bindings_and_slots():
         ("n", b_v.slot), " ", ("op", "op"), " ", ("config.sencores", pieces[4].ref)]
     assert type(pieces[4].ref).__name__ == "ConfigValue" and pieces[4].ref.name == "sencores"
     assert [(name, b) for name, b in resolved.watch[id(req)]] == [("n", b_v)]
+
+
+def test_each_section_kind_is_compiled_and_run_by_one_module():
+    """One engine module per section kind holds its compilation and its evaluation,
+    and names the checker's half of the kind (its SPECS row)."""
+    import importlib
+
+    from spyre_rules.engine.planner import Evaluator
+    from spyre_rules.engine.program import SECTION_MODULES
+    from spyre_rules.lang.sections import SECTION_KINDS
+
+    assert tuple(SECTION_MODULES) == SECTION_KINDS
+    for kind, name in SECTION_MODULES.items():
+        module = importlib.import_module(name)
+        assert callable(getattr(module, f"compile_{kind}")), kind
+        assert f"``{kind}`` row of\n``lang/sections.py``" in module.__doc__ or \
+            f"``{kind}`` row of ``lang/sections.py``" in module.__doc__.replace("\n", " "), kind
+        evaluation = getattr(module, f"{kind.capitalize()}Evaluation", None)
+        if kind != "grouping":  # grouping runs over a graph, not inside the per-op planner
+            assert evaluation is not None and issubclass(Evaluator, evaluation), kind
