@@ -2,21 +2,25 @@
 
 Both halves of the section kind: the checker's half is the ``grouping`` row of
 ``lang/sections.py`` (``SPECS``: the actions and bindings below); this module
-compiles it (:func:`compile_grouping`) and runs it.
-
-The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
-layout_model §5.1): ops are visited in graph order with at most one open run
-of Pointwise ops sharing one tile loop; the first rule that fires decides
+compiles it (:func:`compile_grouping`) and runs it.  The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
+docs/layout_model.md §5.1): ops are visited in graph order with at most one open run
+of ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
 condition and message is in ``rules/grouping.rules``; this module only keeps
-the run and allocates hint ids.
+the run, computes the bindings rules read (``plan``, ``carried``) and allocates
+hint ids.
+
+A run is one loop: its levels' split counts are shared by every member, but
+each member tiles its *own* host dims (a matmul reads its restickified weight's
+dim 0 through its output dim 1), so the run keeps every member's levels.
 
 Closing a run (or a ``single`` op) makes a :class:`TileGroup` shaped like a
 user-hint group, ``([ops], [GroupLevel(hint_id, sympy.Integer(split), False), ...])``,
 and decides one :class:`AutoHint` per member and level (the member's loop
-variable of that host dim).  The engine writes nothing into the IR: the pass
-that applies the decision stamps the hints (``spyre_rules.hints.automatic``),
-so ``coarse_tile`` consumes them exactly like user hints.
+variable of its host dim at that level; none for a loop-invariant member).
+The engine writes nothing into the IR: the pass that applies the decision
+stamps the hints (``spyre_rules.hints.automatic``), so ``coarse_tile``
+consumes them exactly like user hints.
 """
 
 from __future__ import annotations
@@ -33,18 +37,17 @@ from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
-from spyre_rules.engine.values import Level, Run, Tiling
+from spyre_rules.engine.values import Carry, Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
 __all__ = ["HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
 
-#: First synthetic hint id (seed 000 "_SPAN_OVERFLOW_HINT_ID = 10000"): an id
+#: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
 
-
 def compile_grouping(ic: ItemCompiler, sec: Any) -> list[Rule]:
-    """First-match rules over ``op`` / ``plan`` / ``run`` / the producer sets."""
+    """First-match rules over ``op`` / ``plan`` / ``carried`` / ``run`` / the producer sets."""
     return ic.first_match(sec)
 
 
@@ -57,14 +60,54 @@ class GroupingOutcome:
     # op name -> its levels in its group (the hints the applying pass stamps)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Member:
+    op: Any
+    levels: list[Level] | None  # the op's own host dim per loop level, outer to inner;
+    rule: str                   # None: loop-invariant (untiled, whole result every iteration)
+
+
+def _tiled(members: list["_Member"]) -> list["_Member"]:
+    return [m for m in members if m.levels is not None]
+
+
+def _tiling(levels: list[Level]) -> Tiling:
+    return Tiling.of((lv.host_dim, lv.split) for lv in levels)
+
+
+def _splits(levels: list[Level]) -> list[tuple[int, bool]]:
+    return [(lv.split, lv.is_reduction) for lv in levels]
+
+
+def carry(op: Any, members: list[_Member], loop: list[Level]) -> Carry | None:
+    """The ``carried`` binding: the loop's split on ``op``'s own output dims.
+
+    For each level, every run member ``op`` reads must have its tiled host dim at
+    that level read by one output dim of ``op`` (``read_tile_dim``), the same for
+    all of them; the dims must be distinct.  None when ``op`` reads no member or
+    any of that fails.  A measurement: which answer to act on is the rules'."""
+    reads = facts.read_buffers(op)
+    read = [m for m in _tiled(members) if m.op.get_name() in reads]
+    if not read or not loop:
+        return None
+    levels = []
+    for i, level in enumerate(loop):
+        dims = {facts.read_tile_dim(op, m.op.get_name(), m.levels[i].host_dim)  # type: ignore[index]
+                for m in read}
+        if len(dims) != 1 or None in dims:
+            return None
+        levels.append(Level(dims.pop(), level.split, level.is_reduction))
+    if len({lv.host_dim for lv in levels}) != len(levels):
+        return None
+    return Carry(levels, _tiling(levels), frozenset(m.op.get_name() for m in read))
+
+
 class _Grouper:
     def __init__(self, ev: Evaluator, hinted: frozenset) -> None:
         self.ev = ev
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
-        self.run_ops: list[Any] = []
-        self.run_rules: list[str] = []  # the grouping rule that put each run member in
-        self.run_levels: list[Level] = []
+        self.members: list[_Member] = []
         self.groups: list[TileGroup] = []
         self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
@@ -75,11 +118,16 @@ class _Grouper:
         self._run: Run | None = None
         self._auto_tiled: frozenset | None = None
 
+    @property
+    def loop(self) -> list[Level]:
+        """The open run's levels as its first tiled member runs them (empty: no run)."""
+        tiled = _tiled(self.members)
+        return list(tiled[0].levels) if tiled else []  # type: ignore[arg-type]
+
     def run_value(self) -> Run:
         if self._run is None:
-            self._run = Run(bool(self.run_ops), frozenset(op.get_name() for op in self.run_ops),
-                            list(self.run_levels),
-                            Tiling.of((lv.host_dim, lv.split) for lv in self.run_levels))
+            self._run = Run(bool(self.members), frozenset(m.op.get_name() for m in self.members),
+                            self.loop, _tiling(self.loop))
         return self._run
 
     def auto_tiled_value(self) -> frozenset:
@@ -87,13 +135,8 @@ class _Grouper:
             self._auto_tiled = frozenset(self.auto_tiled)
         return self._auto_tiled
 
-    def set_run(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
-        self.run_ops, self.run_levels, self.run_rules = ops, levels, rules
-        self._run = None
-
-    def extend_run(self, op: Any, rule: str) -> None:
-        self.run_ops.append(op)
-        self.run_rules.append(rule)
+    def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
+        self.members.append(_Member(op, None if levels is None else list(levels), rule))
         self._run = None
 
     def plan_of(self, op: Any) -> Any:
@@ -103,37 +146,47 @@ class _Grouper:
             raise decision.error
         return None if decision.plan is None else plan_record(decision.plan)
 
-    def close(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
-        if not ops:
+    def close(self, members: list[_Member]) -> None:
+        if not members:
             return
-        # The verifier has the last word on every member's split before any hint is stamped.
-        tile = Tiling.of((lv.host_dim, lv.split) for lv in levels)
-        for op, rule in zip(ops, rules):
-            self.ev.veto(op, tile, f"grouping rule `{rule}`")
-        ids = list(range(self.next_id, self.next_id + len(levels)))
-        self.next_id += len(levels)
-        for op in ops:
-            self.hints[op.get_name()] = _hints(op, levels, ids)
-            self.auto_tiled.add(op.get_name())
+        # The verifier has the last word on every member's split before any hint is decided.
+        for m in members:
+            self.ev.veto(m.op, _tiling(m.levels or []), f"grouping rule `{m.rule}`")
+        shared = _tiled(members)[0].levels or []
+        ids = list(range(self.next_id, self.next_id + len(shared)))
+        self.next_id += len(shared)
+        for m in members:
+            self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
+            self.auto_tiled.add(m.op.get_name())
         self._auto_tiled = None
-        self.groups.append(TileGroup(list(ops), [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
-                                                 for i, lv in zip(ids, levels)]))
+        self.groups.append(TileGroup([m.op for m in members],
+                                     [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
+                                      for i, lv in zip(ids, shared)]))
 
     def close_run(self) -> None:
-        ops, levels, rules = self.run_ops, self.run_levels, self.run_rules
-        if ops:
-            self.set_run([], [], [])
-        self.close(ops, levels, rules)
+        members = self.members
+        if members:
+            self.members = []
+            self._run = None
+        # Untiled members after the last tiled one need no loop: they run once, after it.
+        while members and members[-1].levels is None:
+            members.pop()
+        self.close(members)
 
     def visit(self, op: Any) -> TraceStep:
-        plan_cell: dict[str, Any] = {}
+        cells: dict[str, Any] = {}
 
         def plan() -> Any:
-            if "plan" not in plan_cell:
-                plan_cell["plan"] = self.plan_of(op)
-            return plan_cell["plan"]
+            if "plan" not in cells:
+                cells["plan"] = self.plan_of(op)
+            return cells["plan"]
 
-        env = self.ev.env(op=op, plan=Lazy(plan), run=self.run_value(),
+        def carried() -> Carry | None:
+            if "carried" not in cells:
+                cells["carried"] = carry(op, self.members, self.loop)
+            return cells["carried"]
+
+        env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
                           auto_tiled_producers=self.auto_tiled_value(),
                           hinted_producers=self.hinted)
         fired = self.ev.first_match(self.ev.program.grouping, env, op)
@@ -143,36 +196,55 @@ class _Grouper:
         rule, message = fired
         action = rule.action
         step = self.ev.trace[-1]
+        name = op.get_name()
         if action == "reject":
             raise Unsupported(message or rule.name)
         if action == "pass":
             self.close_run()
         elif action == "conform":
-            if not self.run_ops:
-                raise Unsupported(f"grouping rule `{rule.name}` conforms {op.get_name()} to a run, "
+            through = carried()
+            if through is None:
+                raise Unsupported(f"grouping rule `{rule.name}` conforms {name} to the open run, "
+                                  "but its reads of the run carry no split onto its dims")
+            self.add(op, through.levels, rule.name)
+        elif action == "join" and plan() is None:
+            tiled = {m.op.get_name() for m in _tiled(self.members)}
+            if not tiled:
+                raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   "but no run is open")
-            self.extend_run(op, rule.name)
+            if facts.read_buffers(op) & tiled:
+                # Untiled, it would read a per-tile buffer as if it were the whole tensor.
+                raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
+                                  f"untiled to the open run, but it reads "
+                                  f"{sorted(facts.read_buffers(op) & tiled)} of the run")
+            self.add(op, None, rule.name)
         elif action in ("join", "start", "single"):
             own = plan()
             if own is None:
                 raise Unsupported(f"grouping rule `{rule.name}` decided `{action}` for "
-                                  f"{op.get_name()}, which has no plan")
+                                  f"{name}, which has no plan")
             if action == "join":
-                if own.levels != self.run_levels:
-                    raise Unsupported(f"grouping rule `{rule.name}` joins {op.get_name()} to a run "
-                                      f"with another split ({own.tiling!r} vs {self.run_value().tiling!r})")
-                self.extend_run(op, rule.name)
+                if not self.members or _splits(own.levels) != _splits(self.loop):
+                    raise Unsupported(f"grouping rule `{rule.name}` joins {name} to a run "
+                                      f"with another split ({own.tiling!r} vs "
+                                      f"{self.run_value().tiling!r})")
+                self.add(op, own.levels, rule.name)
             elif action == "start":
                 self.close_run()
-                self.set_run([op], list(own.levels), [rule.name])
+                self.add(op, own.levels, rule.name)
             else:
                 self.close_run()
-                self.close([op], list(own.levels), [rule.name])
+                self.close([_Member(op, list(own.levels), rule.name)])
         return step
 
 
-def _hints(op: Any, levels: list[Level], ids: list[int]) -> tuple[AutoHint, ...]:
-    """One hint per level: the op's loop variable of that host dim."""
+def _hints(op: Any, levels: list[Level] | None, shared: list[Level],
+           ids: list[int]) -> tuple[AutoHint, ...]:
+    """One hint per level: the op's loop variable of that host dim (no loop
+    variable and no host dim for a loop-invariant member: ``levels`` None)."""
+    if levels is None:
+        return tuple(AutoHint(hint_id, None, level.split, None, False)
+                     for level, hint_id in zip(shared, ids))
     positions = facts.op_facts(op).position_vars or []
     hints = []
     for level, hint_id in zip(levels, ids):

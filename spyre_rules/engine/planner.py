@@ -30,20 +30,9 @@ from spyre_rules.engine.records import NO_PLAN, PLAN, UNSUPPORTED, OpDecision, S
 from spyre_rules.engine.search import SearchEvaluation, cap_splits
 from spyre_rules.engine.validation import ValidationEvaluation
 from spyre_rules.engine.values import Level, PlanRecord, Tiling
+from spyre_rules.ir.op_identity import ir_class, op_name
 
-__all__ = ["Evaluator", "cap_splits", "op_kind"]
-
-
-def op_kind(op: Any) -> str:
-    data = getattr(op, "data", None)
-    return type(data).__name__ if data is not None else type(op).__name__
-
-
-def _name(op: Any) -> str:
-    try:
-        return str(op.get_name())
-    except Exception:  # noqa: BLE001
-        return type(op).__name__
+__all__ = ["Evaluator", "cap_splits"]
 
 
 class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation, SearchEvaluation,
@@ -77,7 +66,7 @@ class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation,
         self.trace.append(TraceStep(section, rule, outcome, message, values))
 
     def _fail(self, op: Any, where: str, err: EvalError) -> Unsupported:
-        return Unsupported(f"Cannot plan {_name(op)}: rule {where} failed: {err}")
+        return Unsupported(f"Cannot plan {op_name(op)}: rule {where} failed: {err}")
 
     def fire(self, rule: Rule, env: dict) -> tuple[str | None, dict[str, Any]]:
         """Message and watched values of a rule that fired."""
@@ -125,14 +114,14 @@ class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation,
         if problems:
             self.record("veto", "span_verifier", "refuse", "; ".join(problems), op=op, tile=tile)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise Unsupported(f"Cannot auto-tile {_name(op)}: the span verifier refuses split {tile!r}, "
+            raise Unsupported(f"Cannot auto-tile {op_name(op)}: the span verifier refuses split {tile!r}, "
                               f"which {accepted_by} accepted: {problems[0]}{more}")
 
     # ---------------------------------------------------------------- one op
     def decide(self, op: Any) -> OpDecision:
         """The op's decision and trace; an Unsupported is recorded, not raised."""
         start = len(self.trace)
-        name, kind = _name(op), op_kind(op)
+        name, kind = op_name(op), ir_class(op)
         try:
             plan, reason = self._decide(op)
         except Unsupported as err:

@@ -1,14 +1,14 @@
-"""What the engine returns: plans (the seed's dataclasses), decisions, traces, groups.
+"""What the engine returns: plans (the public plan records), decisions, traces, groups.
 
 ``SpanOverflowTilePlan`` / ``SpanOverflowTileLevel`` / ``ChunkingInfo`` are the
-public contract of seed 000 (layout_model §4.1).  ``OpDecision`` is one op's
+public contract of docs/layout_model.md §4.1.  ``OpDecision`` is one op's
 answer with the trace of every rule that fired; ``spyre-rules explain`` and
 the dump's ``plan.json`` print it.
 
 A coarse-tile group has one representation, :class:`TileGroup` (its levels
 :class:`GroupLevel`): the engine's grouping returns them, the hint pass builds
 them from user hints (``hints.hints_to_coarse_tile_groups``) and ``coarse_tile``
-consumes them.  Both are tuples, so a group still reads as the seed's
+consumes them.  Both are tuples, so a group still reads as the public form
 ``(ops, [(hint_id, split, is_reduction), ...])``.  Which op dim a level splits
 is the op's ``DimHint`` of that hint id; for automatic groups the engine decides
 it and returns it as :class:`AutoHint` -- the engine itself writes nothing into
@@ -142,10 +142,11 @@ class TileGroup(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class AutoHint:
     """The engine's decision for one member of an automatic group at one level:
-    split output host dim ``host_dim`` (loop variable ``loop_var``) into ``split``."""
+    split output host dim ``host_dim`` (loop variable ``loop_var``) into ``split``;
+    both None for a loop-invariant member (it runs whole in every iteration)."""
 
     hint_id: int
-    host_dim: int
+    host_dim: int | None
     split: int
     loop_var: Any
     is_reduction: bool = False

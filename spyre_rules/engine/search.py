@@ -58,7 +58,7 @@ def compile_search(ic: ItemCompiler, sec: A.Section) -> Search:
 
 def cap_splits(legal: list[int], required: int, max_splits: int, keep_smallest: int,
                radius: int) -> list[int]:
-    """The split counts kept for one dim when there are too many (§6.4 step 4):
+    """The split counts kept for one dim when there are too many (docs/layout_model.md §4.4):
     the smallest ones, a window around the first count >= ``required``, then the
     largest ones, in ascending order."""
     if len(legal) <= max_splits:
@@ -144,7 +144,7 @@ def _plan(found: list[tuple[str, Any]], tile: Tiling) -> SpanOverflowTilePlan:
         infos.append(ChunkingInfo(
             total_bytes=getattr(coord, "total_bytes", None),
             per_core_span=cand.span_bytes,
-            core_split_estimate=1,  # no Work Division help assumed (seed 000 "Span Calculation")
+            core_split_estimate=1,  # no work division help assumed (docs/layout_model.md §3.4)
             selected_device_dim_size=getattr(coord, "span_elems", None),
             selected_device_span_stride_elems=getattr(coord, "inner_elems", None),
             selected_host_dim=cand.host_dim,

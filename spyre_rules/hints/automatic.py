@@ -3,9 +3,9 @@
 The engine decides (``engine.grouping.decide_groups`` returns the groups and one
 ``AutoHint`` per member and level) and writes nothing; this module is the one
 place that writes that decision into the IR, as ``op.dim_hints``, so
-``coarse_tile`` consumes automatic groups exactly like user hints (seed 000's
-adapter contract).  Synthetic hints carry ``dim_names == AUTO_HINT_DIM_NAMES``
-(the seed's marker), which is how ``has_user_hints`` tells them from a user's.
+``coarse_tile`` consumes automatic groups exactly like user hints
+(docs/layout_model.md §5.1).  Synthetic hints carry ``dim_names ==
+AUTO_HINT_DIM_NAMES``, which is how ``has_user_hints`` tells them from a user's.
 
 * ``apply_automatic_hints(operations, outcome)`` -- stamp the hints of ``outcome``;
 * ``group_operations(operations)`` -- decide, then apply; returns the outcome;
@@ -44,6 +44,6 @@ def group_operations(operations: Sequence[Any], max_cores: int | None = None,
 
 
 def span_overflow_groups(operations: Sequence[Any], max_cores: int | None = None) -> list[Any]:
-    """Coarse-tile groups for automatic span-overflow tiling (seed 000 adapter),
-    hints stamped."""
+    """Coarse-tile groups for automatic span-overflow tiling, hints stamped
+    (docs/architecture.md "Public names")."""
     return group_operations(operations, max_cores).groups

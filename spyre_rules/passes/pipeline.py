@@ -38,7 +38,7 @@ plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with 
 
 Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
 The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
-tiling, because it sizes per-tile buffers (docs/layout_model.md §5.1).
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.9).
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
-from spyre_rules.engine.records import TileGroup
+from spyre_rules.engine.records import NO_PLAN, TileGroup
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import apply_automatic_hints, hints_to_coarse_tile_groups
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import graph_state
-from spyre_rules.passes.plan_record import NO_PLAN, Decision
+from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
+from spyre_rules.passes.plan_record import Decision
 
 __all__ = [
     "AUTO",
@@ -207,7 +208,7 @@ def _record_refusal(graph: Any, message: str) -> None:
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
-        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+        decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
     for name, record in list(state.plan.items()):
         d = decisions.get(name)
@@ -253,7 +254,7 @@ def collect_groups(graph: Any) -> list[Group]:
     Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
     grouping refuses the graph.
     """
-    operations = list(graph.operations)
+    operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
     untiled = untiled_hinted_ops(operations, user_groups)  # user hints only: none stamped yet
     outcome = None
@@ -272,7 +273,8 @@ def collect_groups(graph: Any) -> list[Group]:
         apply_automatic_hints(operations, outcome)
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
-    return sort_groups(operations, list(user_groups) + list(auto_groups))
+    groups = sort_groups(operations, list(user_groups) + list(auto_groups))
+    return split_groups_at_host_steps(graph, groups)
 
 
 def _records_in_graph_order(graph: Any) -> None:

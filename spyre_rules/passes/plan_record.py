@@ -5,23 +5,29 @@ immutable: a writer replaces it with ``record.with_<field>(...)``.  Each field
 has exactly one writer (:data:`FIELD_WRITERS`, checked by
 tests/passes/test_plan_record.py), so "who says this about the op" has one answer:
 
-=============  ==========================================  ===============================
-field          meaning                                     written by
-=============  ==========================================  ===============================
-op             the op (buffer) name                        backend.pre_scheduling (open)
-description    ``op_description`` of the op                backend.pre_scheduling (open)
-kind           "pointwise", "reduction:sum", "copy", ...   backend.pre_scheduling (open)
-decision       :class:`Decision`: what runs and why        passes.pipeline
-graph_error    the engine's refusal of the whole graph     passes.pipeline
-loop           :class:`LoopRecord`: the op's tile loop     passes.tiling_propagation
-scratchpad     LX placement, or why the buffer stays HBM   passes.scratchpad
-layout         the op's layout with its HBM address        backend.pre_scheduling
-span_check     the generated code's span check result      codegen.span_check
-=============  ==========================================  ===============================
+===================  ==========================================  ===============================
+field                meaning                                     written by
+===================  ==========================================  ===============================
+op                   the op (buffer) name                        backend.pre_scheduling (open)
+description          ``op_description`` of the op                backend.pre_scheduling (open)
+kind                 "pointwise", "reduction:sum", "copy", ...   backend.pre_scheduling (open)
+writes_region_of     the concatenation whose region it writes    backend.pre_scheduling (open)
+host_step            the op runs on the host                     backend.pre_scheduling (open)
+decision             :class:`Decision`: what runs and why        passes.pipeline
+split_at_host_steps  host steps that cut the op's group          passes.host_boundaries
+graph_error          the engine's refusal of the whole graph     passes.pipeline
+loop                 :class:`LoopRecord`: the op's tile loop     passes.tiling_propagation
+scratchpad           LX placement, or why the buffer stays HBM   passes.scratchpad
+layout               the op's layout with its HBM address        backend.pre_scheduling
+span_check           the generated code's span check result      codegen.span_check
+===================  ==========================================  ===============================
 
-A copy op inserted by tiling propagation gets its own record from
-:meth:`OpPlanRecord.copied_as` (passes.tiling_propagation): the tiled op's
-decision without its rule trace (the rules never saw the copy).
+Three constructors open a record, each with its one caller: ``open`` (a Spyre
+op; no decision yet), ``open_host_step`` (a host step: its decision is "host"
+with the reason, fixed when it is opened; backend.pre_scheduling) and
+``copied_as`` (the copy op tiling propagation inserts: the tiled op's decision
+without its rule trace, since the rules never saw the copy;
+passes.tiling_propagation).
 
 :meth:`OpPlanRecord.as_dict` is the one serialiser (``plan.json``, the tests'
 view of a record); a field that was never written is left out, as is a
@@ -35,7 +41,7 @@ from typing import Any
 
 from spyre_rules.engine.records import NO_PLAN
 
-__all__ = ["COPY_WRITER", "Decision", "FIELD_WRITERS", "WRITER_METHODS", "LoopRecord", "NO_PLAN", "OpPlanRecord", "UNSET"]
+__all__ = ["CONSTRUCTORS", "COPY_WRITER", "Decision", "FIELD_WRITERS", "WRITER_METHODS", "LoopRecord", "NO_PLAN", "OpPlanRecord", "UNSET"]
 
 
 class _Unset:
@@ -62,7 +68,10 @@ FIELD_WRITERS: dict[str, str] = {
     "op": "spyre_rules.backend.pre_scheduling",
     "description": "spyre_rules.backend.pre_scheduling",
     "kind": "spyre_rules.backend.pre_scheduling",
+    "writes_region_of": "spyre_rules.backend.pre_scheduling",
+    "host_step": "spyre_rules.backend.pre_scheduling",
     "decision": "spyre_rules.passes.pipeline",
+    "split_at_host_steps": "spyre_rules.passes.host_boundaries",
     "graph_error": "spyre_rules.passes.pipeline",
     "loop": "spyre_rules.passes.tiling_propagation",
     "scratchpad": "spyre_rules.passes.scratchpad",
@@ -70,19 +79,25 @@ FIELD_WRITERS: dict[str, str] = {
     "span_check": "spyre_rules.codegen.span_check",
 }
 
-#: writer method -> the fields it writes (``open`` constructs a record; ``copied_as``
-#: makes a copy op's record, written by tiling propagation, which inserts the copy).
+#: writer method -> the fields it writes.
 WRITER_METHODS: dict[str, tuple[str, ...]] = {
-    "open": ("op", "description", "kind"),
+    "open": ("op", "description", "kind", "writes_region_of"),
+    "open_host_step": ("host_step",),
     "with_decision": ("decision",),
+    "with_split_at_host_steps": ("split_at_host_steps",),
     "with_graph_error": ("graph_error",),
     "with_loop": ("loop",),
     "with_scratchpad": ("scratchpad",),
     "with_layout": ("layout",),
     "with_span_check": ("span_check",),
-    "copied_as": ("op", "description", "kind", "decision"),
 }
-COPY_WRITER = "spyre_rules.passes.tiling_propagation"
+#: constructors other than ``open`` -> their one caller (the fields they set are
+#: written by that caller alone for the records it makes).
+CONSTRUCTORS: dict[str, str] = {
+    "open_host_step": "spyre_rules.backend.pre_scheduling",
+    "copied_as": "spyre_rules.passes.tiling_propagation",
+}
+COPY_WRITER = CONSTRUCTORS["copied_as"]
 
 
 def _lists(value: Any) -> Any:
@@ -144,7 +159,10 @@ class OpPlanRecord:
     op: str
     description: str
     kind: str
+    writes_region_of: Any = UNSET   # the concatenation buffer (backend/concat.py)
+    host_step: Any = UNSET          # True: a host step (backend/host_steps.py)
     decision: Decision = Decision()
+    split_at_host_steps: Any = UNSET  # names of the host steps that cut its group
     graph_error: Any = UNSET
     loop: Any = UNSET           # LoopRecord
     scratchpad: Any = UNSET     # {"lx": offset, "size_bytes": n} or why it stays in HBM
@@ -153,9 +171,20 @@ class OpPlanRecord:
 
     # ------------------------------------------------------------ writers
     @classmethod
-    def open(cls, op: str, description: str, kind: str) -> "OpPlanRecord":
+    def open(cls, op: str, description: str, kind: str,
+             writes_region_of: str | None = None) -> "OpPlanRecord":
         """A new op's record: no decision yet ("no plan", empty trace)."""
-        return cls(op, description, kind)
+        return cls(op, description, kind,
+                   writes_region_of=UNSET if writes_region_of is None else writes_region_of)
+
+    @classmethod
+    def open_host_step(cls, op: str, description: str, reason: str) -> "OpPlanRecord":
+        """A host step's record: it runs on the host, for ``reason``."""
+        return cls(op, description, "host step", host_step=True,
+                   decision=Decision(decision="host", reason=reason))
+
+    def with_split_at_host_steps(self, names: list[str]) -> "OpPlanRecord":
+        return dataclasses.replace(self, split_at_host_steps=tuple(names))
 
     def with_decision(self, decision: Decision) -> "OpPlanRecord":
         return dataclasses.replace(self, decision=decision)
@@ -185,7 +214,18 @@ class OpPlanRecord:
     def as_dict(self) -> dict[str, Any]:
         """The record as ``plan.json`` shows it."""
         out: dict[str, Any] = {"op": self.op, "description": self.description, "kind": self.kind}
-        out.update(self.decision.as_dict())
+        decision = self.decision.as_dict()
+        if self.host_step is True:  # decision, reason, host_step, then the (empty) trace
+            out.update(decision=decision.pop("decision"), reason=decision.pop("reason"),
+                       host_step=True)
+            out.update(decision)
+        else:
+            out.update(decision=decision.pop("decision"), rule_trace=decision.pop("rule_trace"))
+            if self.writes_region_of is not UNSET:
+                out["writes_region_of"] = self.writes_region_of
+            out.update(decision)
+        if self.split_at_host_steps is not UNSET:
+            out["split_at_host_steps"] = list(self.split_at_host_steps)
         for name in ("graph_error", "loop", "scratchpad", "layout", "span_check"):
             value = getattr(self, name)
             if value is not UNSET:

@@ -35,7 +35,8 @@ def _writer_calls() -> dict[str, set[str]]:
                 continue  # os.open, Path.open: not the record's constructor
             if name in ("OpPlanRecord", "Decision", "LoopRecord") and not isinstance(fn, ast.Name):
                 continue  # e.g. lang's ast.Decision
-            if name in P.WRITER_METHODS or name in ("OpPlanRecord", "Decision", "LoopRecord"):
+            if name in P.WRITER_METHODS or name in P.CONSTRUCTORS or \
+                    name in ("OpPlanRecord", "Decision", "LoopRecord"):
                 found.setdefault(name, set()).add(_module_name(path))
     return found
 
@@ -43,18 +44,20 @@ def _writer_calls() -> dict[str, set[str]]:
 def test_every_field_is_declared_with_its_one_writer():
     fields = [f.name for f in dataclasses.fields(P.OpPlanRecord)]
     assert fields == list(P.FIELD_WRITERS)
-    written = [f for method, fs in P.WRITER_METHODS.items() if method != "copied_as" for f in fs]
+    written = [f for fs in P.WRITER_METHODS.values() for f in fs]
     assert sorted(written) == sorted(fields)  # each field by exactly one writer method
 
 
 def test_each_writer_method_is_called_only_by_the_module_that_owns_its_fields():
     calls = _writer_calls()
     for method, fields in P.WRITER_METHODS.items():
-        owners = {P.COPY_WRITER} if method == "copied_as" else {P.FIELD_WRITERS[f] for f in fields}
+        owners = {P.FIELD_WRITERS[f] for f in fields}
         assert calls.get(method, set()) == owners, method
+    for method, caller in P.CONSTRUCTORS.items():
+        assert calls.get(method, set()) == {caller}, method
     # records are built only through `open` / `copied_as`; decisions only by the decision writer
     assert "OpPlanRecord" not in calls
-    assert calls["Decision"] == {P.FIELD_WRITERS["decision"]}
+    assert calls["Decision"] == {P.FIELD_WRITERS["decision"]}  # host steps: open_host_step
     assert calls["LoopRecord"] == {P.FIELD_WRITERS["loop"]}
 
 
