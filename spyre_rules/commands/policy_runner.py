@@ -160,30 +160,27 @@ class _Check:
 
 
 def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, dict[str, Any], str | None]:
-    """(groups, per-op grouping steps, Unsupported message); restores every dim_hints.
+    """(groups, per-op grouping steps, Unsupported message); the ops are only read.
     The grouping evaluator's steps are appended to ``steps``."""
     from spyre_rules import Unsupported
-    from spyre_rules.engine import group_operations
+    from spyre_rules.engine import decide_groups
 
-    before = {id(op): getattr(op, "dim_hints", None) for op in ops}
     trace: list[Any] = []
     try:
-        outcome = group_operations(ops, trace=trace)
+        outcome = decide_groups(ops, trace=trace)
         groups = []
-        for members, _levels in outcome.groups:
-            own = {op.get_name(): tuple((int(h.host_dim), int(h.split_count))
-                                        for h in getattr(op, "dim_hints", None) or []
+        for group in outcome.groups:
+            own = {op.get_name(): tuple((int(h.host_dim), int(h.split))
+                                        for h in outcome.hints.get(op.get_name(), ())
                                         if h.host_dim is not None)
-                   for op in members}
-            groups.append(GroupExpect(tuple(op.get_name() for op in members),
-                                      own[members[0].get_name()], own))
+                   for op in group.ops}
+            groups.append(GroupExpect(tuple(op.get_name() for op in group.ops),
+                                      own[group.ops[0].get_name()], own))
         return groups, dict(outcome.actions), None
     except Unsupported as err:
         return None, {}, str(err)
     finally:
         steps.extend(trace)
-        for op in ops:
-            op.dim_hints = before[id(op)]
 
 
 def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:

@@ -32,6 +32,7 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
+from spyre_rules.engine.records import GroupLevel, TileGroup
 from spyre_rules.hints.api import declared_tensor_dims
 from spyre_rules.hints.errors import HintError
 from spyre_rules.ir.dim_hint import DimHint
@@ -160,10 +161,9 @@ def _stamp(
             )
 
 
-def hints_to_coarse_tile_groups(
-    operations: Sequence[Any],
-) -> list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]]:
-    """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[(ops, [(hint_id, count, is_red)])]``.
+def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
+    """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[TileGroup(ops, [GroupLevel(hint_id,
+    count, is_red)])]`` (``engine/records.py``: the one representation of a group).
 
     An op's levels are the hint levels that tile one of its dims (outermost
     first); a level whose dim the op does not have leaves it out.  A group is a
@@ -174,22 +174,22 @@ def hints_to_coarse_tile_groups(
     own top-level loop, and an op no level tiles runs once, outside every loop:
     its result is the same in every iteration, and inside a loop its whole buffer
     would be read as if it were the tile.  The loops are independent, so this
-    loop fission keeps the semantics.  Call this before the automatic planner
-    stamps its own ``dim_hints``.
+    loop fission keeps the semantics.  Call this before the automatic groups'
+    synthetic ``dim_hints`` are stamped (``hints/automatic.py``).
     """
-    groups: list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]] = []
+    groups: list[TileGroup] = []
     run: list[Any] = []
     run_key: tuple[Any, ...] | None = None
 
     def flush() -> None:
         if run and run_key:
             levels = [
-                (hint_id, count, any(
+                GroupLevel(hint_id, count, any(
                     h.is_reduction for op in run for h in op.dim_hints if h.hint_id == hint_id
                 ))
                 for hint_id, count in run_key
             ]
-            groups.append((list(run), levels))
+            groups.append(TileGroup(list(run), levels))
 
     for op in operations:
         hints = getattr(op, "dim_hints", None) or []

@@ -69,7 +69,8 @@ def capture_auto(fn, *inputs, **cfg):
 
 
 def records(ops):
-    return ops.state(0).plan
+    """Each op's plan record as ``plan.json`` shows it."""
+    return {name: record.as_dict() for name, record in ops.state(0).plan.items()}
 
 
 def span_violations(spec, limit):
