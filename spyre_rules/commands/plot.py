@@ -166,7 +166,7 @@ def plot_program(fn: Any, inputs: list[Any], settings: dict[str, Any], path: Pat
     with config.patch(**settings):
         decisions = plan_graph(ops)
         groups, actions, _error = run_grouping(ops, [])
-        grouped = {name: (g.splits, f"grouping.{actions[name].rule}")
+        grouped = {name: (g.member_splits.get(name, g.splits), f"grouping.{actions[name].rule}")
                    for g in groups or [] for name in g.ops if name in actions}
         rows = measure(ops, decisions, grouped)
         limit = config.max_span_bytes
