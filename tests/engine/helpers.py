@@ -157,3 +157,67 @@ def assert_span_safe(op, plan, limit: int) -> None:
     splits = plan.splits if hasattr(plan, "splits") else plan
     problems = span_problems(op, splits, limit)
     assert not problems, "\n".join(problems)
+
+def _offsets(coords, device_size, ranges: dict) -> tuple[list, Any]:
+    """Every point's device element offset on the grid of ``ranges`` (symbols by name)."""
+    import numpy as np
+
+    syms = sorted(ranges, key=str)
+    grids = np.meshgrid(*[np.arange(int(ranges[s])) for s in syms], indexing="ij")
+    strides = [int(np.prod([int(x) for x in device_size[d + 1:]])) for d in range(len(device_size))]
+    total = np.zeros([int(ranges[s]) for s in syms], dtype=np.int64)
+    for coord, stride in zip(coords, strides):
+        fn = sympy.lambdify(syms, sympy.sympify(coord), modules="numpy")
+        total = total + np.rint(np.asarray(fn(*grids), dtype=np.float64)).astype(np.int64) * stride
+    return syms, total
+
+
+def tiles_translate_by_enumeration(coords, device_size, ranges: dict, per_symbol: dict) -> bool:
+    """Independent of ``facts.translation``: evaluate every element's device offset and
+    check that tile ``t`` (``per_symbol``: tiled symbol -> split) is tile 0 moved by
+    ``sum_l t_l * stride_l``, one constant stride per tiled symbol -- what a counted
+    loop's affine offsets do."""
+    import numpy as np
+
+    syms, offsets = _offsets(coords, device_size, ranges)
+    tiled = [s for s in syms if per_symbol.get(s, 1) > 1]
+    if not tiled:
+        return True
+    shape = []
+    for s in syms:
+        k = per_symbol.get(s, 1)
+        shape += [k, int(ranges[s]) // k] if s in tiled else [int(ranges[s])]
+    blocks = offsets.reshape(shape)
+    tile_axes = [i + n for n, i in enumerate(syms.index(s) for s in tiled)]
+    blocks = np.moveaxis(blocks, tile_axes, list(range(len(tiled))))
+    first = blocks[(0,) * len(tiled)]
+    unit = []
+    for n in range(len(tiled)):
+        index = [0] * len(tiled)
+        index[n] = 1
+        unit.append(int((blocks[tuple(index)] - first).flat[0]))
+    for tile in itertools.product(*(range(per_symbol[s]) for s in tiled)):
+        moved = blocks[tile] - first
+        expected = sum(t * u for t, u in zip(tile, unit))
+        if moved.min() != expected or moved.max() != expected:
+            return False
+    return True
+
+
+def plan_translates(op, splits) -> bool:
+    """Every tile of ``splits`` moves the op's full-buffer write and each input read
+    rigidly (:func:`tiles_translate_by_enumeration` on each access)."""
+    facts = op_facts(op)
+    key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
+    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    layout, write = op.layout, facts.write
+    accesses = [(layout.device_layout.device_size,
+                 device_coordinates(layout.device_layout, write.index, write.ranges), write.ranges)]
+    for read in facts.input_reads():
+        dep, rl = facts.dep_of(read), read.layout
+        accesses.append((rl.device_layout.device_size,
+                         access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
+                                            dep.index, dep.ranges), dep.ranges))
+    return all(tiles_translate_by_enumeration(coords, size, {s: int(r) for s, r in ranges.items()},
+                                              {s: k for s, k in per_symbol.items() if s in ranges})
+               for size, coords, ranges in accesses)
