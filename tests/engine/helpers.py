@@ -25,10 +25,9 @@ import spyre_rules
 from spyre_rules.backend.capture import CapturedOperations
 from spyre_rules.backend.compile import compile_for_capture
 from spyre_rules.backend.pre_scheduling import capture_sink
-from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
-from spyre_rules.facts.stick_layout import dtype_info
+from spyre_rules.facts.tile_accesses import full_buffer_write, input_read_accesses, tiled_accesses
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
@@ -118,37 +117,29 @@ def _check_coords(what: str, device_size, coords, ranges: dict, itemsize: int, l
     return problems
 
 
-def span_problems(op, splits, limit: int) -> list[str]:
+def span_problems(op, splits, limit: int, all_reads: bool = False) -> list[str]:
     """What the verifier finds over a plan's real accesses: the per-tile output
-    buffer, every tile's full-buffer write and every tile's input reads (empty: safe)."""
+    buffer, every tile's full-buffer write and every tile's input reads (empty: safe).
+
+    Reads: Reductions only unless ``all_reads`` (a Pointwise op's reads are its run's
+    per-tile buffers or inputs laid out like its output), and not coordinates driven
+    by a reduction symbol -- output-range tiling cannot shrink those (seed 000:
+    "Reduction input span controlled by reduction dim: skip", future work)."""
     facts = op_facts(op)
     key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
     view = facts.output_view(key)
-    assert view, f"{op.get_name()}: per-tile view of {key} cannot be built: {view}"
+    if not view:  # a plan must have one; the oracle's brute force just skips the split
+        assert all_reads, f"{op.get_name()}: per-tile view of {key} cannot be built: {view}"
+        return [f"no per-tile view: {view}"]
     problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
                              view.range_map, view.itemsize, limit, {})
-    layout, write = op.layout, facts.write
-    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
     per_symbol = split_by_symbol(facts.symbol_dims, key)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
-    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
-    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
-                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
-    # Reads: Reductions only (a Pointwise op's reads are its run's per-tile
-    # buffers or inputs laid out like its output), and not coordinates driven by
-    # a reduction symbol -- output-range tiling cannot shrink those (seed 000:
-    # "Reduction input span controlled by reduction dim: skip", future work).
-    reads = facts.input_reads() if isinstance(op.data, ir.Reduction) else []
-    for read in reads:
-        dep, rl = facts.dep_of(read), read.layout
-        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                    dep.index, dep.ranges)
-        reduction_syms = set(dep.ranges) - set(write.ranges)
-        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
-        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
-        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
-                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
+    reads = all_reads or isinstance(op.data, ir.Reduction)
+    accesses, found = tiled_accesses(op, per_symbol, reads, write_what="full-buffer write")
+    problems += found
+    for access, ranges, steps in accesses:
+        problems += _check_coords(access.what, access.device_size, access.coords, ranges,
+                                  access.itemsize, limit, steps)
     return problems
 
 
@@ -157,6 +148,7 @@ def assert_span_safe(op, plan, limit: int) -> None:
     splits = plan.splits if hasattr(plan, "splits") else plan
     problems = span_problems(op, splits, limit)
     assert not problems, "\n".join(problems)
+
 
 def _offsets(coords, device_size, ranges: dict) -> tuple[list, Any]:
     """Every point's device element offset on the grid of ``ranges`` (symbols by name)."""
@@ -210,14 +202,8 @@ def plan_translates(op, splits) -> bool:
     facts = op_facts(op)
     key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
     per_symbol = split_by_symbol(facts.symbol_dims, key)
-    layout, write = op.layout, facts.write
-    accesses = [(layout.device_layout.device_size,
-                 device_coordinates(layout.device_layout, write.index, write.ranges), write.ranges)]
-    for read in facts.input_reads():
-        dep, rl = facts.dep_of(read), read.layout
-        accesses.append((rl.device_layout.device_size,
-                         access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                            dep.index, dep.ranges), dep.ranges))
-    return all(tiles_translate_by_enumeration(coords, size, {s: int(r) for s, r in ranges.items()},
-                                              {s: k for s, k in per_symbol.items() if s in ranges})
-               for size, coords, ranges in accesses)
+    accesses = [full_buffer_write(op), *input_read_accesses(op, zero_reduction=False)]
+    return all(tiles_translate_by_enumeration(
+                   a.coords, a.device_size, {s: int(r) for s, r in a.ranges.items()},
+                   {s: k for s, k in per_symbol.items() if s in a.ranges})
+               for a in accesses)

@@ -31,19 +31,15 @@ import math
 import random
 
 import pytest
-import sympy
 import torch
 
 import spyre_rules
 import spyre_rules.engine
 from spyre_rules import config
 from spyre_rules.engine.api import evaluator
-from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_facts import op_facts
-from spyre_rules.facts.per_tile import split_by_symbol
-from spyre_rules.facts.stick_layout import dtype_info
 
-from helpers import _check_coords, by_name, plan_translates
+from helpers import by_name, plan_translates, span_problems
 
 PROGRAMS = 48
 LIMITS_PER_PROGRAM = 7
@@ -81,30 +77,7 @@ def _program(seed: int):
 
 def _problems(op, key, limit):
     """Every access the tiled code performs, measured by the verifier (empty: fits)."""
-    facts = op_facts(op)
-    view = facts.output_view(key)
-    if not view:
-        return [f"no per-tile view: {view}"]
-    problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
-                             view.range_map, view.itemsize, limit, {})
-    layout, write = op.layout, facts.write
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
-    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
-    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
-    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
-                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
-    for read in facts.input_reads():
-        dep, rl = facts.dep_of(read), read.layout
-        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                    dep.index, dep.ranges)
-        reduction_syms = set(dep.ranges) - set(write.ranges)
-        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
-        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
-        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
-                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
-    return problems
+    return span_problems(op, key, limit, all_reads=True)
 
 
 def _cost(counts):

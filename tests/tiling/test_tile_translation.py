@@ -324,11 +324,12 @@ def test_non_wrapping_split_of_the_same_read_compiles():
 
 
 def test_tiled_read_through_a_merged_view_compact_and_unrolled():
-    """The op reads x (4, 32, 64) through a merged (4*32) dim, tiled by whole x rows
-    (32 of the 128 merged rows per tile); its moving read is derived over the
-    loop-wide extent, so every tile reads its own rows, compact and unrolled (it used
-    to be simplified with the per-tile range and left the allocation).  Automatic
-    tiling refuses this read at small limits: tests/pipeline/test_view_regressions.py."""
+    """C1's codegen side: the op reads x (4, 32, 64) through a merged (4*32) dim, tiled by
+    whole x rows (32 of the 128 merged rows per tile, a manual hint on M).  Its moving
+    read is derived over the loop-wide extent (floor(c0/32) kept), so tile t reads x[t],
+    compact and unrolled (it used to be simplified with the per-tile range and left the
+    allocation).  Automatic tiling refuses this read at small limits:
+    tests/pipeline/test_view_regressions.py."""
     from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
 
     x = torch.randn(4, 32, 64, generator=torch.Generator().manual_seed(0)).half()
@@ -346,8 +347,17 @@ def test_tiled_read_through_a_merged_view_compact_and_unrolled():
         with config.patch(unroll_loops=unroll):
             compiled = run_spyre(fn, x, y)
         _assert_equal(compiled.output, x.reshape(128, 64) + y)
-        assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
         verify_program(compiled)
+        if unroll:
+            assert len(compiled.op_specs()) == 4
+            continue
+        (kernel,) = compiled.kernels
+        assert loop_counts(kernel.specs) == [(4, ["add"])]
+        (spec,) = compiled.op_specs()
+        assert spec.tiled_symbols
+        read = next(a for a in spec.args if a.name == "arg0_1")
+        assert [str(c) for c in read.device_coordinates] == [
+            "Mod(c0, 32)", "0", "floor(c0/32)", "c1"]
 
 
 # --------------------------------------------------------------------------- the check itself
