@@ -56,11 +56,11 @@ import torch.nn.functional as F  # noqa: E402
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
-from spyre_rules.backend.errors import BackendCompileError, find_cause  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
 from spyre_rules.executor.sympy_eval import ExprEvalError  # noqa: E402
+from spyre_rules.ir.errors import BackendCompileError, find_cause  # noqa: E402
 from spyre_rules.hints import (  # noqa: E402
     HintError,
     clear_tensor_dims,
@@ -113,7 +113,9 @@ def make_inputs(program: Program, named: bool) -> list[torch.Tensor]:
     for name, size in program.dims.items():
         declare_tensor_dim(name, size)
     g = torch.Generator().manual_seed(program.seed * 100_003 + program.index)
-    xs = [torch.randn(list(v.shape), generator=g).to(getattr(torch, v.dtype)) for v in program.inputs]
+    xs = [torch.randint(0, v.high, list(v.shape), generator=g) if v.dtype == "int64"
+          else torch.randn(list(v.shape), generator=g).to(getattr(torch, v.dtype))
+          for v in program.inputs]
     if named:
         for x, v in zip(xs, program.inputs):
             name_tensor_dims(x, list(v.names))

@@ -1,4 +1,4 @@
-"""``bundle.mlir`` for kernels with counted loops (seed 003, layout_model §5.7).
+"""``bundle.mlir`` for kernels with counted loops (docs/layout_model.md §5.7).
 
 Compact form: one ``scf.for`` per LoopSpec (bounds ``%loop_bound_N``, numbered
 depth first), one ``sdscbundle.sdsc_execute`` per OpSpec (``sdsc_N.json``,
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_rules.codegen.loops import arg_level_strides
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec
+from spyre_rules.program.op_spec import LoopSpec, OpSpec
 
 __all__ = ["generate_loop_bundle"]
 

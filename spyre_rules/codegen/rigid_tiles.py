@@ -26,11 +26,11 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.codegen.loops import arg_moves, level_steps
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.errors import VerifierError
 from spyre_rules.facts.translation import MAX_POINTS, TileMotion, is_zero, varies
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 __all__ = ["MAX_POINTS", "TileTranslationError", "check_rigid_tiles"]
 
@@ -46,7 +46,8 @@ class _Arg(TileMotion):
 
     def __init__(self, spec: OpSpec, arg: TensorArg, counts: list[int]) -> None:
         super().__init__(arg.device_coordinates, arg.device_size,
-                         {s: int(r) for s, (r, _) in spec.iteration_space.items()},
+                         {**{s: int(r) for s, (r, _) in spec.iteration_space.items()},
+                          **arg.indirect_ranges()},
                          level_steps(spec, len(counts)), counts)
         self.arg = arg
 

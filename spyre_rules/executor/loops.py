@@ -30,11 +30,11 @@ from spyre_rules.codegen.loops import (
     level_symbols,
     shifted_symbols,
 )
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.evaluate import run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
 __all__ = ["LoopAddressError", "check_affine", "run_items", "CHECK_ITERATIONS"]
 
@@ -105,8 +105,9 @@ def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str
     depth = len(counts)
     strides = arg_level_strides(spec, arg, depth)
     used = set().union(*(c.free_symbols for c in arg.device_coordinates))
-    ranges = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
-    names = [s for s in spec.iteration_space if s in used]
+    # an indirect symbol takes every value of its dim; it never moves with a loop
+    ranges = {**{s: int(r) for s, (r, _) in spec.iteration_space.items()}, **arg.indirect_ranges()}
+    names = [s for s in ranges if s in used]
     env: dict[str, Any] = {}
     for axis, sym in enumerate(names):
         shape = [1] * len(names)

@@ -1,7 +1,8 @@
 """The coarse-tiling pipeline pass: user-hint groups + automatic span-overflow groups.
 
 One pre-scheduling pass, ``coarse_tiling_pass(graph)``, placed right after the hint
-pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring"):
+pass ``assign_dim_hints`` by the composition root (``backend/pass_lists.py``;
+docs/layout_model.md §5.1 "Pass wiring"):
 
 1. with ``config.coarse_tiling`` off it only records why every op has no plan;
 2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
@@ -26,16 +27,14 @@ planner then grouping).  ``tile_groups`` adds ``loop`` and the scratchpad planne
 
 An ``Unsupported`` from the planner or the grouping (e.g. "Cannot auto-tile buf0:
 it reads already auto-tiled producer(s) ['buf1'] ...") is recorded (every op's own
-decision plus ``graph_error``; with a dump dir, plan.json is written at once since
-no code follows) and becomes ``UnsupportedGraph`` with the engine's message unchanged: the backend then raises it under
+decision plus ``graph_error``; with a dump dir the pre-scheduling seam writes that
+plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with the engine's message unchanged: the backend then raises it under
 ``fallback='error'`` or warns with it and runs the graph eagerly under
 ``fallback='eager'`` (backend/compile.py) -- never a silent fallback.
 
-Importing this module (or :func:`register`) registers the pass in place of the
-user-hint-only pass of ``tiling_propagation``; ``spyre-rules demo`` does so.  The
-backend itself has to import it for plain ``torch.compile`` users.  The scratchpad planner
-(``passes/scratchpad.py``) runs inside this pass, after tiling, because it sizes
-per-tile buffers (seed 003: ``scratchpad_planning`` after coarse tiling).
+Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
+The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.9).
 """
 
 from __future__ import annotations
@@ -46,11 +45,12 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import Unsupported
-from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
+from spyre_rules.hints import hints_to_coarse_tile_groups
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
 
 __all__ = [
     "AUTO",
@@ -61,7 +61,6 @@ __all__ = [
     "record_decisions",
     "run_pipeline",
     "sort_groups",
-    "register",
     "untiled_hinted_ops",
 ]
 
@@ -147,7 +146,7 @@ def record_decisions(
         if name in user_ops:
             continue
         if outcome is None:
-            record.update(decision="no plan", source=None, levels=[], reason=_off_reason(),
+            record.update(decision=NO_PLAN, source=None, levels=[], reason=_off_reason(),
                           rule=None, rule_message=None, rule_trace=[])
             continue
         record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
@@ -189,7 +188,7 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
     else:
         decider, reason = step, step.message if step is not None else None
     return {
-        "decision": decision.decision if decision is not None else "no plan",
+        "decision": decision.decision if decision is not None else NO_PLAN,
         "source": AUTO if hint_ids is not None else None,
         "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
         "own_plan": ([list(s) for s in decision.plan.splits]
@@ -204,14 +203,13 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
 
 def _record_refusal(graph: Any, message: str) -> None:
     """The graph is refused: record every op's own decision (``plan_graph`` never
-    raises; "unsupported" carries the planner's message) plus ``graph_error``, and
-    write them to the dump dir now -- no code will be generated for this graph, so
-    this plan.json is the only place that says why."""
-    from spyre_rules.codegen.dump import dump_graph
+    raises; "unsupported" carries the planner's message) plus ``graph_error``.  No
+    code will be generated for this graph, so the pre-scheduling seam writes these
+    records to the dump dir at once (``backend/pre_scheduling.py``)."""
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
-        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+        decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
     for name, record in state.plan.items():
         d = decisions.get(name)
@@ -226,7 +224,6 @@ def _record_refusal(graph: Any, message: str) -> None:
                 rule_trace=[s.as_dict() for s in d.trace],
             )
         record["graph_error"] = message
-    dump_graph(graph, state)
 
 
 def untiled_hinted_ops(operations: Sequence[Any], user_groups: list[Group]) -> list[Any]:
@@ -241,7 +238,7 @@ def collect_groups(graph: Any) -> list[Group]:
     Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
     grouping refuses the graph.
     """
-    operations = list(graph.operations)
+    operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
     untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
     outcome = None
@@ -258,7 +255,8 @@ def collect_groups(graph: Any) -> list[Group]:
             raise UnsupportedGraph(str(err)) from err
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
-    return sort_groups(operations, list(user_groups) + list(auto_groups))
+    groups = sort_groups(operations, list(user_groups) + list(auto_groups))
+    return split_groups_at_host_steps(graph, groups)
 
 
 def _records_in_graph_order(graph: Any) -> None:
@@ -272,15 +270,12 @@ def _records_in_graph_order(graph: Any) -> None:
 
 
 def coarse_tiling_pass(graph: Any) -> None:
-    """Pre-scheduling pass: :func:`run_pipeline`, except under ``capture_operations``.
+    """The pre-scheduling pass: :func:`run_pipeline`.
 
-    A capture returns the ops as the planners see them (hints stamped, nothing
-    tiled, no synthetic hints); callers run :func:`run_pipeline` on the captured graph themselves.
+    ``capture_operations`` skips it (``backend/pass_lists.py``): a capture returns
+    the ops as the planners see them (hints stamped, nothing tiled, no synthetic
+    hints); callers run :func:`run_pipeline` on the captured graph themselves.
     """
-    from spyre_rules.backend import pre_scheduling
-
-    if pre_scheduling._capture_sink is not None:
-        return
     run_pipeline(graph)
 
 
@@ -299,18 +294,3 @@ def run_pipeline(graph: Any) -> None:
 
     scratchpad_planning(graph)
 
-
-def register() -> None:
-    """Register the pass right after ``assign_dim_hints`` (idempotent).
-
-    It is the only pass that tiles: user-hint groups and automatic groups are
-    merged and applied together, so no group is tiled twice.
-    """
-    if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
-        PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
-    index = PRE_SCHEDULING_PASSES.index(assign_dim_hints) + 1 \
-        if assign_dim_hints in PRE_SCHEDULING_PASSES else 0
-    PRE_SCHEDULING_PASSES.insert(index, coarse_tiling_pass)
-
-
-register()

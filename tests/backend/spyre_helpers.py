@@ -11,7 +11,7 @@ import os
 
 import torch
 
-# Inductor caches would skip our hooks on a hit (design/inductor_integration.md pitfall 7).
+# Inductor caches would skip our hooks on a hit (docs/inductor_integration.md pitfall 7).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
@@ -28,7 +28,7 @@ class Compiled:
         self.kernels = kernels
 
     def op_specs(self):
-        from spyre_rules.codegen.op_spec import iter_op_specs
+        from spyre_rules.program.op_spec import iter_op_specs
 
         return [spec for k in self.kernels for spec in iter_op_specs(k.specs)]
 

@@ -11,15 +11,15 @@ import torch
 import spyre_rules
 from spyre_rules import config
 from spyre_rules.backend.capture import CapturedOperations
-from spyre_rules.backend.errors import BackendCompileError, find_cause
-from spyre_rules.codegen.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.executor.runtime import recent_kernels
+from spyre_rules.ir.errors import BackendCompileError, find_cause
 from spyre_rules.passes import pipeline
+from spyre_rules.program.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
 DEMO_LIMIT = 8192
-#: The seed's small-limit setting (layout_model §6.1/§6.2: MAX 8192, sencores 4).
+#: The small-limit setting of docs/layout_model.md §6.1/§6.2 (MAX 8192, sencores 4).
 AUTO = dict(max_span_bytes=DEMO_LIMIT, sencores=4, ignore_span_overflow_hints=False)
 
 

@@ -14,8 +14,8 @@ import torch
 
 from pipeline_helpers import assert_close, auto_refusal, run_auto, span_violations
 
-from spyre_rules.backend.errors import find_cause
 from spyre_rules.codegen.rigid_tiles import TileTranslationError
+from spyre_rules.ir.errors import find_cause
 
 
 @pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
