@@ -114,13 +114,17 @@ class OpCheck:
         return [d for d in self.dims if d.span_bytes > self.limit]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "status": "overflow" if self.overflows else "fits",
-            "max_span_bytes": self.max_span_bytes,
-            "limit_bytes": self.limit,
-            "overflows": [d.as_dict() for d in self.overflows],
-        }
+        return {"kernel": self.kernel, **_summary([self]),
+                "overflows": [d.as_dict() for d in self.overflows]}
+
+
+def _summary(checks: list[OpCheck]) -> dict[str, Any]:
+    """Status, largest span and limit of one op's checks (one per kernel it runs in)."""
+    return {
+        "status": "overflow" if any(c.overflows for c in checks) else "fits",
+        "max_span_bytes": max(c.max_span_bytes for c in checks),
+        "limit_bytes": checks[0].limit,
+    }
 
 
 # --------------------------------------------------------------------------- bounds
@@ -289,12 +293,7 @@ def record_results(checks: list[OpCheck], plan: dict[str, Any], mode: str) -> No
         elif len(found) == 1:
             result = found[0].as_dict()
         else:
-            result = {
-                "status": "overflow" if any(c.overflows for c in found) else "fits",
-                "max_span_bytes": max(c.max_span_bytes for c in found),
-                "limit_bytes": found[0].limit,
-                "kernels": [c.as_dict() for c in found],
-            }
+            result = {**_summary(found), "kernels": [c.as_dict() for c in found]}
         plan[name] = record.with_span_check(result)
 
 
