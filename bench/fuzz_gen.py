@@ -3,7 +3,11 @@
 A program is 1-4 ops over 1-4 input tensors (ranks 1-4, fp16 or fp32):
 pointwise ops, broadcasts, reductions over any axis (sum/mean/amax/amin, keepdim
 or not), transposes/permutes made contiguous, views and reshapes (including ones
-whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too).  Every
+whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too); and, drawn from a second random stream so
+that programs drawn before they existed stay the same unless it fires, ``cat``,
+sliced reads with offsets and steps, constant pads (negative too), and
+``F.scaled_dot_product_attention``
+(plain or causal) on rank-4 values.  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
 the same dim, blocks whose ops do not all carry the hinted dim.  About 45% of
@@ -40,6 +44,8 @@ _SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64)
 _SIZE_WEIGHTS = (2, 6, 4, 6, 2, 3, 6, 3, 5, 5, 4)
 _STICK_SIZES = (32, 64, 128, 37, 96)
 _MAX_NUMEL = 8192
+#: share of op draws taken by the ops added later (``_Gen.extended``)
+EXTENDED_RATE = 0.15
 
 
 @dataclasses.dataclass
@@ -158,6 +164,8 @@ class Program:
 class _Gen:
     def __init__(self, seed: int, index: int) -> None:
         self.rng = random.Random(f"spyre-fuzz:{seed}:{index}")
+        # Ops added later draw from their own stream (see ``extended``).
+        self.ext = random.Random(f"spyre-fuzz-ext:{seed}:{index}")
         self.seed, self.index = seed, index
         self.dtype = self.rng.choice(("float16", "float32"))
         self.dims: dict[str, int] = {}
@@ -411,6 +419,85 @@ class _Gen:
             expr, bound = f"{v.var} @ {w.var}", f"b_{v.var} @ b_{w.var}"
         return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k)
 
+    # --- ops added after the first seeds were recorded: they use ``self.ext`` only
+
+    def extended(self, v: Value) -> Op | None:
+        kind = self.ext.choice(("cat", "slice", "sdpa", "pad"))
+        return getattr(self, "ext_" + kind)(v)
+
+    def ext_input(self, shape, names) -> Value:
+        return self.new_input(tuple(shape), tuple(names))
+
+    def ext_cat(self, v: Value) -> Op | None:
+        if v.dtype == "bool":
+            return None
+        d = self.ext.randrange(len(v.shape))
+        extra = self.ext.choice((1, 2, 3, 8, 16, 33))
+        shape = list(v.shape)
+        shape[d] = extra
+        w = self.ext_input(shape, [n if i != d else None for i, n in enumerate(v.names)])
+        first, second = (v, w) if self.ext.random() < 0.5 else (w, v)
+        out_shape = list(v.shape)
+        out_shape[d] += extra
+        names = [n if i != d else self.new_dim(out_shape[d]) for i, n in enumerate(v.names)]
+        tail = " * 2.0" if self.ext.random() < 0.5 else ""
+        return Op(self.tmp(out_shape, names),
+                  f"torch.cat([{first.var}, {second.var}], dim={d}){tail}",
+                  f"torch.cat([b_{first.var}, b_{second.var}], dim={d}){tail}", 1 if tail else 0)
+
+    def ext_slice(self, v: Value) -> Op | None:
+        d = self.ext.randrange(len(v.shape))
+        n = v.shape[d]
+        if n < 2 or v.dtype == "bool":
+            return None
+        start = self.ext.randrange(n - 1)
+        stop = self.ext.randint(start + 1, n)
+        step = self.ext.choice((1, 1, 2, 3))
+        index = ", ".join([":"] * d + [f"{start}:{stop}:{step}"])
+        size = len(range(start, stop, step))
+        shape = list(v.shape)
+        shape[d] = size
+        names = [n_ if i != d else None for i, n_ in enumerate(v.names)]
+        return Op(self.tmp(shape, names), f"{v.var}[{index}] * 2.0",
+                  f"b_{v.var}[{index}] * 2.0", 1)
+
+    def ext_pad(self, v: Value) -> Op | None:
+        if v.dtype == "bool":
+            return None
+        dims = self.ext.randint(1, min(2, len(v.shape)))
+        pad = [self.ext.choice((0, 1, 2, 3, -1)) for _ in range(2 * dims)]
+        shape = list(v.shape)
+        for i in range(dims):
+            d = len(shape) - 1 - i
+            shape[d] += pad[2 * i] + pad[2 * i + 1]
+            if shape[d] < 1:
+                return None
+        names = [n if s == v.shape[d] else None for d, (n, s) in enumerate(zip(v.names, shape))]
+        return Op(self.tmp(shape, names), f"F.pad({v.var}, {tuple(pad)!r}, value=0.5) * 2.0",
+                  f"F.pad(b_{v.var}, {tuple(pad)!r}, value=0.5) * 2.0", 1)
+
+    def ext_sdpa(self, v: Value) -> Op | None:
+        if len(v.shape) != 4 or v.dtype == "bool":
+            return None
+        b, h, length, e = v.shape
+        kv_len = self.ext.choice((length, 1, 8, 16))
+        ev = self.ext.choice((e, 16, 32))
+        kv_name = self.new_dim(kv_len)
+        ev_name = self.new_dim(ev) if ev != e else v.names[3]
+        k = self.ext_input((b, h, kv_len, e), (v.names[0], v.names[1], kv_name, v.names[3]))
+        w = self.ext_input((b, h, kv_len, ev), (v.names[0], v.names[1], kv_name, ev_name))
+        causal = self.ext.random() < 0.5
+        if _numel((b, h, length, max(kv_len, ev))) > _MAX_NUMEL:
+            return None
+        # softmax weights sum to 1: |out| <= max |value| over the keys; exp's
+        # relative rounding grows with the score, bounded by |q| @ |k|^T * scale.
+        scores = f"(b_{v.var} @ b_{k.var}.transpose(-2, -1)).amax(dim=-1, keepdim=True)"
+        bound = (f"b_{w.var}.amax(dim=-2, keepdim=True) * "
+                 f"(1.0 + {scores} / {math.sqrt(e)!r})")
+        return Op(self.tmp((b, h, length, ev), (v.names[0], v.names[1], v.names[2], ev_name)),
+                  f"F.scaled_dot_product_attention({v.var}, {k.var}, {w.var}, is_causal={causal})",
+                  bound, 4, e + kv_len)
+
     # --- the program
 
     def build(self) -> Program:
@@ -426,7 +513,9 @@ class _Gen:
                 ("unary", "binary", "where", "compare", "reduce", "transpose", "view", "matmul"),
                 (3, 4, 1, 1 if last else 0, 3, 3, 3, 2))[0]
             n_inputs = len(self.inputs)
-            if kind == "reduce":
+            if self.ext.random() < EXTENDED_RATE:
+                op = self.extended(v)
+            elif kind == "reduce":
                 op = self.reduce(v, last)
             else:
                 op = getattr(self, kind)(v)

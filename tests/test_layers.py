@@ -177,6 +177,14 @@ def test_no_circular_imports():
     assert circular_edges(_package_edges()) == []
 
 
+def test_the_architecture_doc_lists_the_declared_layers_in_order():
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## Layers", 1)[1].split("\n\n**", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()
+            if line.startswith("| ") and not line.startswith("| layer") and "---" not in line]
+    assert rows == [name for name, _ in LAYERS]
+
+
 def test_no_module_over_600_lines():
     long = {name: n for name, path in modules().items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}

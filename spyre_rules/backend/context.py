@@ -3,7 +3,7 @@
 Everything here is a *temporary* change to process-global Inductor state, made
 only for the duration of one ``compile_fx`` call and undone in ``finally`` (also
 when compilation raises).  Hook points and why each is needed are described in
-``design/inductor_integration.md`` §3/§4 (verified on torch 2.13):
+``docs/inductor_integration.md`` §1 and §4 (verified on torch 2.13):
 
 * Inductor config: no reduction splitting/unrolling (we need one Reduction per
   aten reduction), no buffer reuse (every buffer gets its own device
@@ -21,6 +21,13 @@ when compilation raises).  Hook points and why each is needed are described in
   an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
   autograd's runtime wrapper copies back into the input.
 * ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
+* SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
+  kept off explicit attention (``attention.py``).
+* ``GraphLowering.call_function`` / ``run_node`` and ``Scheduler.codegen_extern_call``:
+  host steps (``host_steps.py``, ``host_codegen.py``) -- a node the host plan or
+  the support table puts on the host lowers to a FallbackKernel, every op is
+  tagged with the aten node that created it, and a host step's wrapper call is
+  framed by its device transfers.
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -44,7 +51,10 @@ from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling, scan
+from torch._inductor.scheduler import Scheduler
+
+from spyre_rules.backend import attention, concat, host_steps, matmul, pre_scheduling, scan
+from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -70,10 +80,12 @@ def inductor_config_patches() -> dict[str, Any]:
 
 
 def decomposition_table() -> dict[Any, Any]:
-    """Inductor's decompositions minus the matmul family (lowered as batchmatmul).
+    """Inductor's decompositions minus the matmul family, plus fused attention's.
 
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
-    removing them makes every matmul reach our lowering.
+    removing them makes every matmul reach our lowering (as batchmatmul).  The
+    fused CPU attention kernel is decomposed into ops we lower (attention.py), a
+    constant pad into a concatenation (concat.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -81,6 +93,8 @@ def decomposition_table() -> dict[Any, Any]:
     for packet in matmul.MATMUL_PACKETS:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    table.update(attention.attention_decompositions())
+    table.update(concat.pad_decompositions())
     return table
 
 
@@ -211,7 +225,20 @@ def spyre_rules_context() -> Iterator[None]:
             _patched_attr(dynamo_common, "aot_autograd",
                           _input_mutations_as_outputs(dynamo_common.aot_autograd))
         )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "call_function",
+                          host_steps.make_call_function(GraphLowering.call_function))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "run_node",
+                          host_steps.make_run_node(GraphLowering.run_node))
+        )
+        stack.enter_context(
+            _patched_attr(Scheduler, "codegen_extern_call",
+                          make_codegen_extern_call(Scheduler.codegen_extern_call))
+        )
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(scan.scan_lowerings())
+        stack.enter_context(attention.explicit_attention_kept())
         stack.enter_context(_cpu_codegen_registered())
         yield

@@ -23,6 +23,7 @@ from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import OrderedSet
 from torch._inductor.virtualized import V
 
+from spyre_rules.backend.host_steps import retry_on_host
 from spyre_rules.codegen import source
 from spyre_rules.codegen.build import build_op_spec
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -32,9 +33,16 @@ from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
-__all__ = ["RulesKernel", "RulesScheduling"]
+__all__ = ["RulesKernel", "RulesScheduling", "ensure_device", "placement"]
 
 DEVICE_VAR = "spyre_device"
+
+
+def ensure_device(state: RulesGraphState, wrapper: Any) -> None:
+    """Declare the graph's simulated device memory once, in the wrapper header."""
+    if state.device_var is None:
+        state.device_var = DEVICE_VAR
+        wrapper.header.writeline(f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})")
 
 
 class RulesKernel(Kernel):
@@ -43,7 +51,7 @@ class RulesKernel(Kernel):
     overrides = None
 
 
-def _placement(name: str, state: RulesGraphState) -> TensorPlacement:
+def placement(name: str, state: RulesGraphState) -> TensorPlacement:
     layout = state.layouts[name]
     dl = layout.device_layout
     return TensorPlacement(
@@ -79,7 +87,10 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState) -> list[
             specs.append(LoopSpec(count=node.loop_count,
                                   body=_build_specs(node.body, kernel, state)))
         else:
-            specs.append(build_op_spec(node, kernel, state))
+            try:
+                specs.append(build_op_spec(node, kernel, state))
+            except UnsupportedGraph as exc:
+                raise retry_on_host(node.node, exc) from exc
     return specs
 
 
@@ -125,18 +136,14 @@ class RulesScheduling(BaseScheduling):
         for spec in iter_op_specs(specs):
             for arg in spec.args:
                 arg.arg_index = position[arg.name]
-        stickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+        stickify = {i: placement(n, state) for i, n in enumerate(call_args)
                     if n in state.host_inputs}
-        unstickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+        unstickify = {i: placement(n, state) for i, n in enumerate(call_args)
                       if n in state.host_outputs and n not in state.host_inputs
                       and n in kernel.args.output_buffers}
 
         wrapper = V.graph.wrapper_code
-        if state.device_var is None:
-            state.device_var = DEVICE_VAR
-            wrapper.header.writeline(
-                f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})"
-            )
+        ensure_device(state, wrapper)
         wrapper.define_kernel(
             name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify),
             gpu=False,

@@ -44,6 +44,7 @@ from torch.utils._sympy.functions import ModularIndexing
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates, to_plain_sympy
 from spyre_rules.ir.ir_edit import drop_caches, set_frozen
+from spyre_rules.ir.loop_stamp import loop_stamp, loop_tiled_dims
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.spans import coordinate_span_elems
 
@@ -74,7 +75,7 @@ class TileBuffer:
     def level_shift(self, level: int) -> int:
         """Elements of the full buffer one iteration of ``level`` moves the tile by."""
         return sum(_step(self.op, level, d, self.tile_size[d]) * self.full_stride[d]
-                   for d in self.op.loop_tiled_dims[level])
+                   for d in loop_tiled_dims(self.op)[level])
 
     def tile_index(self, index: sympy.Expr, ranges: dict[Any, int] | None) -> sympy.Expr:
         """The per-tile index of full-buffer ``index`` (exact; simplified given ranges)."""
@@ -93,12 +94,13 @@ def _step(op: Any, level: int, position: int, tile: int) -> int:
     The tile of the innermost level tiling the dim, times the counts of the
     levels inside ``level`` that tile it again.
     """
-    if position not in op.loop_tiled_dims[level]:
+    stamp = loop_stamp(op)
+    if position not in stamp.tiled_dims[level]:
         return 0
     step = tile
-    for inner in range(level + 1, len(op.loop_count)):
-        if position in op.loop_tiled_dims[inner]:
-            step *= int(op.loop_count[inner])
+    for inner in range(level + 1, stamp.depth):
+        if position in stamp.tiled_dims[inner]:
+            step *= int(stamp.counts[inner])
     return step
 
 
@@ -213,9 +215,8 @@ def _check_moves_with_tile(reader: Any, tile: TileBuffer, index: Any, args: list
     flat = [a for group in args for a in group]
     sizes = [s for group in _sizes(reader) for s in group]
     plain = sympy.sympify(to_plain_sympy(index))
-    for level in range(len(reader.loop_count)):
-        shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p])
-                 for p in reader.loop_tiled_dims[level]}
+    for level, tiled in enumerate(loop_tiled_dims(reader)):
+        shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p]) for p in tiled}
         moved = sympy.sympify(sympy.expand(plain.xreplace(shift) - plain))
         expected = tile.level_shift(level)
         if not moved.is_Integer:

@@ -1,6 +1,6 @@
 """The generated Spyre program: OpSpec / TensorArg / LoopSpec (+ TensorPlacement).
 
-Formats follow seed 003 and layout_model §5.5.  A kernel is a list of
+Formats: docs/layout_model.md §5.5.  A kernel is a list of
 ``OpSpec | LoopSpec``; the wrapper source prints it with every sympy value as
 ``sympify('...')`` (see ``codegen/source.py``), and the executor runs it.
 
@@ -10,8 +10,8 @@ unit dims dropped).  Symbols are named ``c0, c1, ...``.
 
 ``OpSpec.tiled_symbols``: **one list per loop level, innermost level first**
 (``[[c_inner...], [c_outer...]]``); empty for an op outside any ``LoopSpec``.
-This is the convention of the whole project (architecture.md, deliberate
-difference 3); the seed's flat outermost-first list is not used.
+This is the convention of the whole project (docs/architecture.md "Deliberate
+differences" 3); the reference's flat outermost-first list is not used.
 
 ``OpSpec.tiled_steps``: aligned with ``tiled_symbols``, how many elements each
 tiled symbol advances per iteration of its level; ``None`` (the usual case)
@@ -22,7 +22,7 @@ the per-tile range.  ``codegen.loops.level_steps`` resolves both forms.
 ``TensorArg``: one *access* of a tensor by the op (a tensor read twice with
 different indices gives two TensorArgs).  ``device_coordinates`` are sympy
 expressions over the iteration symbols, one per device dim
-(layout_model §1.4); the byte address of an element is
+(docs/layout_model.md §1.4); the byte address of an element is
 ``allocation['hbm'] + sum(coord_d * device_strides[d]) * element_bytes`` with
 ``device_strides`` the row-major strides of ``device_size`` and
 ``element_bytes = 128 // elems_per_stick(device_dtype)``.  ``arg_index`` is the
@@ -71,6 +71,9 @@ coordinate over the symbol's whole range ``[0, size)``.
   ``args[a]`` (``is_input=False``), rounded to host dtype ``d``.
 * ``"reduction_symbols"``: the iteration symbols reduced over (``[]`` for a
   pointwise op).
+* ``"region"`` (only on an op writing a region of a concatenation):
+  ``{"op": its buffer name, "of": the concatenation buffer}``; its store
+  TensorArg addresses the concatenation buffer (docs/layout_model.md §5.10).
 
 Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 """

@@ -37,7 +37,7 @@ def _snapshot():
 
 
 def test_hook_points_exist_in_installed_torch():
-    # design/inductor_integration.md pitfall 13: these are internals; fail loudly if renamed.
+    # docs/inductor_integration.md pitfall 13: these are internals; fail loudly if renamed.
     assert callable(GraphLowering._update_scheduler)
     assert callable(SizeVarAllocator._simplify_loops_impl)
     assert callable(ir.Loops.has_large_inner_fn)
