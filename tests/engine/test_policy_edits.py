@@ -83,8 +83,8 @@ def test_drop_the_indirect_read_guard(policy):
 
 def test_keep_reductions_out_of_pointwise_runs(policy):
     """The bundled policy lets c.sum(-1) join c's run; a grouping-only edit (sharing
-    loops and reading a run's full buffers for Pointwise ops only, as the seed) brings
-    back the seed's Unsupported."""
+    loops and reading a run's full buffers for Pointwise ops only, as the reference) brings
+    back the reference's Unsupported."""
     def reduction_reads_run(a):
         c = a + 1
         return c.sum(dim=-1), c

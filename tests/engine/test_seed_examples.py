@@ -200,7 +200,7 @@ def test_5_lm_head_plans(lm_head):
 
 
 def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
-    """The seed leaves this pair Unsupported.  The BMM reads host dim 0 of the
+    """The reference leaves this pair Unsupported.  The BMM reads host dim 0 of the
     restickified weight by n, the loop symbol of its output dim 1
     (``read_tile_dim``), so the run's {0: 16} is {1: 16} on the BMM's dims -- its
     own plan: both share one loop of 16, each tiling its own dim."""

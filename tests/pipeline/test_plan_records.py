@@ -158,7 +158,7 @@ def test_lm_head_records_show_each_op_tiling_its_own_dim_of_one_loop():
     assert [(n, r["levels"], r["hint_ids"], r["rule"]) for n, r in plan.items()] == [
         ("buf1", [[0, 16]], [10000], "grouping.new_run"),
         ("buf0", [[1, 16]], [10000], "grouping.run_tiles_agree")]
-    assert [op.loop_group_id for op in ops] == [(0,), (0,)]
+    assert [loop_group_id(op) for op in ops] == [(0,), (0,)]
 
 
 def sum_over_the_run_dim(x):
