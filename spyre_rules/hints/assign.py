@@ -179,6 +179,8 @@ def _check_tiles_translate(ops: list[Any]) -> None:
         hints = getattr(op, "dim_hints", None) or []
         if not hints or any(h.is_reduction for h in hints):
             continue
+        if isinstance(op.layout, ir.NonOwningLayout):
+            continue  # a concatenation's region: coarse_tile refuses it by name
         levels = [{h.host_dim: int(h.split_count)} if h.loop_var is not None else {}
                   for h in hints]
         if not any(levels):
