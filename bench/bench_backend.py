@@ -25,6 +25,7 @@ os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 import torch  # noqa: E402
+from bench_timing import median_call_seconds  # noqa: E402  (bench/ is on sys.path)
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
@@ -50,15 +51,6 @@ def _compile_time(model, inputs, backend) -> tuple[float, float, object]:
     start = time.perf_counter()
     out = compiled(*inputs)
     return sum(spent), time.perf_counter() - start, out
-
-
-def _run_time(fn, inputs, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(*inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -91,8 +83,8 @@ def main() -> None:
         program(*inputs)  # compile once, then time steady-state calls
         executor, eager = [], []
         for _ in range(3):
-            executor.append(_run_time(program, inputs, args.runs))
-            eager.append(_run_time(model, inputs, args.runs))
+            executor.append(median_call_seconds(program, inputs, args.runs))
+            eager.append(median_call_seconds(model, inputs, args.runs))
 
     c_ours, c_stock = statistics.median(ours), statistics.median(stock)
     r_exec, r_eager = statistics.median(executor), statistics.median(eager)

@@ -31,6 +31,7 @@ warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from bench_timing import median_call_seconds  # noqa: E402  (bench/ is on sys.path)
 from tiling_helpers import explicit_groups  # noqa: E402
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
@@ -74,15 +75,6 @@ PROGRAMS = [
     ("tiled (a+b)*c 1024x1024 fp16 x8", tiled,
      lambda: tuple(_g(N, N, dtype=torch.float16, seed=s) for s in range(3)), (([0, 1], 8),)),
 ]
-
-
-def _median_call(fn, inputs, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(*inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _compile(fn, inputs, groups):
@@ -138,7 +130,7 @@ def main() -> None:
             times: dict[str, list[float]] = {k: [] for k in runners}
             for _ in range(args.reps):
                 for key, runner in runners.items():
-                    times[key].append(_median_call(runner, inputs, args.runs))
+                    times[key].append(median_call_seconds(runner, inputs, args.runs))
             t = {k: statistics.median(v) for k, v in times.items()}
             line = (f"{name:34} {first:10.3f} {t['eager'] * 1e3:9.3f} {t['executor'] * 1e3:12.3f} "
                     f"{t['executor'] / t['eager']:6.1f}x")

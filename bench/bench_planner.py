@@ -45,7 +45,8 @@ import torch  # noqa: E402
 
 import spyre_rules  # noqa: E402
 from spyre_rules import config  # noqa: E402
-from spyre_rules.engine import group_operations, plan_graph  # noqa: E402
+from spyre_rules.engine import plan_graph  # noqa: E402
+from spyre_rules.hints import group_operations  # noqa: E402
 from spyre_rules.engine.policy import get_policy  # noqa: E402
 from spyre_rules.facts import op_facts  # noqa: E402
 

@@ -3,11 +3,10 @@
 A program is 1-4 ops over 1-4 input tensors (ranks 1-4, fp16 or fp32):
 pointwise ops, broadcasts, reductions over any axis (sum/mean/amax/amin, keepdim
 or not), transposes/permutes made contiguous, views and reshapes (including ones
-whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too); and, drawn from a second random stream so
-that programs drawn before they existed stay the same unless it fires, ``cat``,
-sliced reads with offsets and steps, constant pads (negative too), and
-``F.scaled_dot_product_attention``
-(plain or causal) on rank-4 values.  Every
+whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too); and, from their own random stream and
+appended after everything else was drawn (``_Gen.extend_attention``, so older
+programs are a prefix), ``cat``, sliced reads with offsets and steps, constant
+pads (negative too) and ``F.scaled_dot_product_attention`` on a rank-4 value.  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
 the same dim, blocks whose ops do not all carry the hinted dim.  About 45% of
@@ -45,7 +44,7 @@ _SIZE_WEIGHTS = (2, 6, 4, 6, 2, 3, 6, 3, 5, 5, 4)
 _STICK_SIZES = (32, 64, 128, 37, 96)
 _MAX_NUMEL = 8192
 #: share of op draws taken by the ops added later (``_Gen.extended``)
-EXTENDED_RATE = 0.15
+EXTENDED_RATE = 0.3
 
 
 @dataclasses.dataclass
@@ -419,7 +418,27 @@ class _Gen:
             expr, bound = f"{v.var} @ {w.var}", f"b_{v.var} @ b_{w.var}"
         return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k)
 
-    # --- ops added after the first seeds were recorded: they use ``self.ext`` only
+    # --- ops added after the first seeds were recorded: they use ``self.ext`` only,
+    # and are appended after everything else was drawn (old programs are a prefix)
+
+    def extend_attention(self, program: Program) -> None:
+        if self.ext.random() >= EXTENDED_RATE or not self.ops:
+            return
+        v = self.ops[-1].out
+        if v.dtype == "bool" or not v.shape:
+            return
+        old_last, n_inputs = len(self.ops) - 1, len(self.inputs)
+        op = self.extended(v)
+        if op is None or _numel(op.out.shape) > _MAX_NUMEL:
+            del self.inputs[n_inputs:]
+            self.values = [w for w in self.values if not (w.is_input and w not in self.inputs)]
+            return
+        self.add(op)
+        program.outputs[0] = op.out.var
+        program.dims.update(self.dims)
+        for h in program.hints:
+            if h.last == old_last and self.ext.random() < 0.6:
+                h.last = len(self.ops) - 1
 
     def extended(self, v: Value) -> Op | None:
         kind = self.ext.choice(("cat", "slice", "sdpa", "pad"))
@@ -494,7 +513,9 @@ class _Gen:
         scores = f"(b_{v.var} @ b_{k.var}.transpose(-2, -1)).amax(dim=-1, keepdim=True)"
         bound = (f"b_{w.var}.amax(dim=-2, keepdim=True) * "
                  f"(1.0 + {scores} / {math.sqrt(e)!r})")
-        return Op(self.tmp((b, h, length, ev), (v.names[0], v.names[1], v.names[2], ev_name)),
+        # not contiguous: the CPU kernel (and its decomposition) returns a permuted layout
+        return Op(self.tmp((b, h, length, ev), (v.names[0], v.names[1], v.names[2], ev_name),
+                           contiguous=False),
                   f"F.scaled_dot_product_attention({v.var}, {k.var}, {w.var}, is_causal={causal})",
                   bound, 4, e + kv_len)
 
@@ -513,9 +534,7 @@ class _Gen:
                 ("unary", "binary", "where", "compare", "reduce", "transpose", "view", "matmul"),
                 (3, 4, 1, 1 if last else 0, 3, 3, 3, 2))[0]
             n_inputs = len(self.inputs)
-            if self.ext.random() < EXTENDED_RATE:
-                op = self.extended(v)
-            elif kind == "reduce":
+            if kind == "reduce":
                 op = self.reduce(v, last)
             else:
                 op = getattr(self, kind)(v)
@@ -538,6 +557,7 @@ class _Gen:
             hints, self.limit(), self.rng.choice((1, 2, 4, 32)), self.rng.random() < 0.3,
         )
         _Extension(self, program).extend()
+        self.extend_attention(program)
         return program
 
     def limit(self) -> int:

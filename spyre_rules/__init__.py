@@ -29,7 +29,7 @@ _LAZY: dict[str, str] = {
     # would make lazy_exports return the module instead of the function.
     "coarse_tile": "spyre_rules.passes",
     "plan_span_overflow_tile": "spyre_rules.engine",
-    "span_overflow_groups": "spyre_rules.engine",
+    "span_overflow_groups": "spyre_rules.hints",
     "SpanOverflowTilePlan": "spyre_rules.engine",
     "SpanOverflowTileLevel": "spyre_rules.engine",
     "ChunkingInfo": "spyre_rules.engine",

@@ -42,7 +42,27 @@ def attention_decompositions() -> dict[Any, Any]:
     from torch._decomp import decomposition_table
 
     op = aten._scaled_dot_product_flash_attention_for_cpu.default
-    return {op: decomposition_table[op]}
+    math = decomposition_table[op]
+
+    def flash_attention_for_cpu_as_math(query: Any, *args: Any, **kwargs: Any) -> Any:
+        output, *rest = math(query, *args, **kwargs)
+        return (_in_memory_order_of(query, output), *rest)
+
+    return {op: flash_attention_for_cpu_as_math}
+
+
+def _in_memory_order_of(like: Any, value: Any) -> Any:
+    """``value`` laid out as ``torch.empty_like(like)`` would be.
+
+    ATen's decomposition returns its output permuted (``[L, N, H, E]`` storage), but
+    the fused kernel and its meta function return ``empty_like(query)``: a view that
+    Dynamo traced against the meta strides (``sdpa(...).view(...)``) must still hold.
+    Out of place (a permuted ``contiguous``), because decompositions run after
+    functionalization.
+    """
+    order = sorted(range(like.dim()), key=lambda d: -like.stride(d))  # outermost first
+    inverse = sorted(range(like.dim()), key=lambda d: order[d])
+    return value.permute(order).contiguous().permute(inverse)
 
 
 def _compiling() -> bool:

@@ -12,7 +12,7 @@ order:
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
 5. every pass in ``pass_lists.PRE_SCHEDULING_PASSES``, in order (hints, then
    coarse tiling; each is called as ``fn(graph)`` and may update the op's plan
-   record via ``graph_state(graph).plan``); a capture skips
+   record via ``graph_state(graph).plan``, passes/plan_record.py); a capture skips
    ``pass_lists.SKIPPED_BY_CAPTURE``;
 6. ``plan_memory``      -- an HBM byte address for every buffer (memory_map.py);
 7. capture: ``capture_operations`` takes the operations exactly as they are now.
@@ -37,11 +37,11 @@ from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES, SKIPPED_BY_CAP
 from spyre_rules.backend.restickify import insert_restickify
 from spyre_rules.backend.support import check_supported
 from spyre_rules.codegen.dump import dump_graph
-from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.op_identity import op_kind
+from spyre_rules.passes.plan_record import OpPlanRecord
 from spyre_rules.program.memory_map import MemoryMap
 
 __all__ = [
@@ -91,16 +91,8 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
     for op in graph.operations:
         if not isinstance(op, ir.ComputedBuffer):
             continue
-        state.plan[op.get_name()] = {
-            "op": op.get_name(),
-            "description": op_description(op),
-            "kind": op_kind(op),
-            "decision": NO_PLAN,
-            "rule_trace": [],
-        }
-        base = state.regions.get(op.get_name())
-        if base is not None:
-            state.plan[op.get_name()]["writes_region_of"] = base
+        state.plan[op.get_name()] = OpPlanRecord.open(op.get_name(), op_description(op), op_kind(op),
+                                                      writes_region_of=state.regions.get(op.get_name()))
 
 
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
@@ -120,7 +112,7 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
         layout.allocation["hbm"] = seg.address
     state.memory = memory
     for name, record in state.plan.items():
-        record["layout"] = layout_record(state.layouts[name])
+        state.plan[name] = record.with_layout(layout_record(state.layouts[name]))
 
 
 def host_step_records(graph: Any, state: Any) -> None:
@@ -129,17 +121,10 @@ def host_step_records(graph: Any, state: Any) -> None:
         step = state.host_steps.get(op.get_name())
         if step is None:
             continue
-        state.plan[op.get_name()] = {
-            "op": op.get_name(),
-            "description": step["description"],
-            "kind": "host step",
-            "decision": "host",
-            "reason": step["reason"],
-            "host_step": True,
-            "rule_trace": [],
-        }
+        record = OpPlanRecord.open_host_step(op.get_name(), step["description"], step["reason"])
         if op.get_name() in state.layouts:
-            state.plan[op.get_name()]["layout"] = layout_record(state.layouts[op.get_name()])
+            record = record.with_layout(layout_record(state.layouts[op.get_name()]))
+        state.plan[op.get_name()] = record
     order = [op.get_name() for op in graph.operations if op.get_name() in state.plan]
     rest = [n for n in state.plan if n not in set(order)]
     reordered = {n: state.plan[n] for n in order + rest}
@@ -167,7 +152,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
                 continue
             fn(graph)
     except UnsupportedGraph:
-        if any("graph_error" in record for record in state.plan.values()):
+        if any(record.graph_error for record in state.plan.values()):
             # The pipeline refused the graph and recorded why (passes/pipeline.py):
             # no code follows, so this plan.json is the only place that says why.
             dump_graph(graph, state)

@@ -34,7 +34,7 @@ from spyre_rules.facts.stick_layout import restickify_layout, within_stick_host_
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
-from spyre_rules.ir.ir_edit import op_description, rename_loads
+from spyre_rules.ir.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.ir.op_identity import set_op_kind
 
 __all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
@@ -164,6 +164,41 @@ def _make_restickify(
     return name
 
 
+def _read_through_copies(op: ir.ComputedBuffer, renames: dict[str, str]) -> None:
+    """Make ``op`` load each restickified copy wherever it loaded the source,
+    *indexed through the copy's layout*.
+
+    Inductor resolves a load lazily (``Buffer.make_loader`` computes the source's
+    ``layout.make_indexer()`` when the reader's body is traced), and coarse tiling
+    may later shrink the source to a per-tile buffer while the copy -- which this
+    op really reads -- keeps its own (full, or per-tile inside the same loop)
+    layout.  A bare name swap would index the copy with the source's per-tile
+    strides (a matmul outside the loop reading ``x + y`` tiled along its
+    columns read the wrong rows).  So while the body is traced each source's
+    layout is temporarily its copy's: same host size and strides as the source
+    had, and whatever tiling propagation later makes of the copy.
+    """
+    data = op.data
+    fn = data.inner_fn
+
+    def inner_fn(*args: Any) -> Any:
+        saved = []
+        for src, copy in renames.items():
+            buf = V.graph.get_buffer(src)
+            if isinstance(buf, ir.ComputedBuffer):
+                saved.append((buf, buf.layout))
+                buf.layout = V.graph.get_buffer(copy).layout
+        try:
+            with V.set_ops_handler(RenameLoads(V.get_ops_handler(), renames)):
+                return fn(*args)
+        finally:
+            for buf, layout in saved:
+                buf.layout = layout
+
+    set_frozen(data, "inner_fn", inner_fn)
+    drop_caches(op)
+
+
 def insert_restickify(graph: Any, state: RulesGraphState) -> None:
     for op in list(graph.operations):
         if not isinstance(op, ir.ComputedBuffer):
@@ -172,4 +207,4 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
         if needed:
             renames = {src: _make_restickify(graph, state, src, dim, op)
                        for src, dim in needed.items()}
-            rename_loads(op, renames)
+            _read_through_copies(op, renames)

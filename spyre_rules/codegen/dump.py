@@ -3,7 +3,7 @@
 Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
 
 * ``wrapper.py``  -- the generated wrapper module source;
-* ``plan.json``   -- every op's plan record from the pre-scheduling seam (name,
+* ``plan.json``   -- every op's plan record (``passes/plan_record.py``: name,
   kind, layout with HBM address, ``decision`` -- ``"no plan"`` until a planner
   records one, and its rule trace), ``span_check`` -- the op's result from
   ``codegen/span_check.py`` (``fits`` / ``overflow`` / ``off``) -- plus the memory map
@@ -43,7 +43,7 @@ def dump_graph(graph: Any, state: Any) -> Path | None:
     (folder / "wrapper.py").write_text(state.wrapper_source or "")
     plan = {
         "graph": getattr(graph, "name", None) or folder.name,
-        "ops": list(state.plan.values()),
+        "ops": [record.as_dict() for record in state.plan.values()],
         # ops run on the host (backend/host_steps.py): name -> description, reason
         "host_steps": dict(getattr(state, "host_steps", {}) or {}),
         "memory_map": state.memory.to_json() if state.memory is not None else None,

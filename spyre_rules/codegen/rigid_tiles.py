@@ -13,13 +13,10 @@ and the device dim that does not shift uniformly.  So is an op that computes a
 value from a tiled index (``index_expr``: an iota, a ``tril`` mask): every tile
 runs the same program from index 0, and would compute tile 0's values.
 
-The proof works on the difference
-``D = sum_d (coord_d(shifted) - coord_d) * device_stride_d - sum_l i_l * stride_l``
-with one symbol per loop level: sympy cancels it to 0 in the common case (a dim
-that is not the stick dim moves linearly); otherwise the exact enumerating
-verifier (``facts.verifier``) evaluates it over every iteration tuple and the
-tile's symbols it involves.  Only a space too large to enumerate (more than
-``MAX_POINTS``) is refused unproven.
+The condition and its proof are ``facts.translation`` (one definition, which
+the planner's ``tiles_translate`` fact asks of a split before accepting it);
+this module applies it to every moving TensorArg of an emitted OpSpec and
+words the refusal.  Only a space too large to enumerate is refused unproven.
 """
 
 from __future__ import annotations
@@ -29,21 +26,14 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.ir.errors import UnsupportedGraph
-from spyre_rules.codegen.loops import (
-    arg_level_strides,
-    arg_moves,
-    device_strides,
-    level_steps,
-    shifted_symbols,
-)
+from spyre_rules.codegen.loops import arg_moves, level_steps
 from spyre_rules.errors import VerifierError
-from spyre_rules.facts.verifier import verify_spans
-from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
+from spyre_rules.facts.translation import MAX_POINTS, TileMotion, is_zero, varies
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 __all__ = ["MAX_POINTS", "TileTranslationError", "check_rigid_tiles"]
 
-MAX_POINTS = 2**24
 WITNESS_TUPLES = 256  # iteration tuples searched for the one an error message names
 
 
@@ -51,61 +41,15 @@ class TileTranslationError(UnsupportedGraph):
     """A tiled op's tiles are not rigid translations of its first tile (names op, dim, reason)."""
 
 
-def _iteration_symbols(depth: int) -> list[sympy.Symbol]:
-    return [sympy.Symbol(f"loop_i{l}", integer=True, nonnegative=True) for l in range(depth)]
-
-
-def _is_zero(expr: sympy.Expr, ranges: dict[Any, int]) -> bool:
-    """Whether ``expr`` is 0 at every point of ``ranges`` (exact enumeration)."""
-    expr = sympy.expand(expr)
-    if expr == 0:
-        return True
-    if not expr.free_symbols:
-        return False
-    report = verify_spans([1], [expr], ranges, 1, max_points=MAX_POINTS)
-    return report.dims[0].min_coord == report.dims[0].max_coord == 0
-
-
-def _varies(expr: sympy.Expr, ranges: dict[Any, int]) -> bool:
-    expr = sympy.expand(expr)
-    if not expr.free_symbols:
-        return False
-    report = verify_spans([1], [expr], ranges, 1, max_points=MAX_POINTS)
-    return report.dims[0].min_coord != report.dims[0].max_coord
-
-
-class _Arg:
-    """One moving TensorArg of ``spec`` inside ``depth`` levels with ``counts``."""
+class _Arg(TileMotion):
+    """One moving TensorArg of ``spec`` inside levels with ``counts``."""
 
     def __init__(self, spec: OpSpec, arg: TensorArg, counts: list[int]) -> None:
-        self.spec = spec
+        super().__init__(arg.device_coordinates, arg.device_size,
+                         {**{s: int(r) for s, (r, _) in spec.iteration_space.items()},
+                          **arg.indirect_ranges()},
+                         level_steps(spec, len(counts)), counts)
         self.arg = arg
-        self.counts = counts
-        self.levels = level_steps(spec, len(counts))
-        width = element_bytes(arg.device_dtype)
-        self.strides = [s // width for s in arg_level_strides(spec, arg, len(counts))]
-        self.tile = {**{s: int(r) for s, (r, _) in spec.iteration_space.items()},
-                     **arg.indirect_ranges()}
-        self.iters = _iteration_symbols(len(counts))
-
-    def ranges(self, active: list[int]) -> dict[Any, int]:
-        out = dict(self.tile)
-        out.update({self.iters[l]: self.counts[l] for l in active})
-        return out
-
-    def deltas(self, active: list[int]) -> list[sympy.Expr]:
-        iters = tuple(self.iters[l] if l in active else 0 for l in range(len(self.counts)))
-        shift = shifted_symbols(self.spec, iters)
-        return [c.xreplace(shift) - c for c in self.arg.device_coordinates]
-
-    def difference(self, active: list[int]) -> sympy.Expr:
-        """Exact element offset of the shifted tile minus the affine offset."""
-        d_strides = device_strides(self.arg.device_size)
-        moved = sum((d * s for d, s in zip(self.deltas(active), d_strides)), sympy.Integer(0))
-        return moved - sum(self.iters[l] * self.strides[l] for l in active)
-
-    def rigid(self, active: list[int]) -> bool:
-        return _is_zero(self.difference(active), self.ranges(active))
 
 
 def _elements(n: int) -> str:
@@ -118,7 +62,7 @@ def _witness(item: _Arg, active: list[int]) -> tuple[int, ...] | None:
         if n >= WITNESS_TUPLES:
             return None
         values = dict(zip([item.iters[l] for l in active], it))
-        if not _is_zero(item.difference(active).xreplace(values), item.tile):
+        if not is_zero(item.difference(active).xreplace(values), item.tile):
             return it
     return None
 
@@ -138,7 +82,7 @@ def _reason(item: _Arg, active: list[int]) -> str:
         return "its per-iteration offset is not a constant stride"
     values = dict(zip([item.iters[l] for l in active], it))
     for d, delta in enumerate(item.deltas(active)):
-        if _varies(delta.xreplace(values), item.tile):
+        if varies(delta.xreplace(values), item.tile):
             return (
                 f"at iteration {list(it)} device dim {d} (coordinate "
                 f"{item.arg.device_coordinates[d]}) does not move by the same amount at every "
@@ -192,16 +136,15 @@ def check_rigid_tiles(spec: OpSpec, counts: list[int], what: str, dims: dict[Any
         if not arg_moves(arg):
             continue
         item = _Arg(spec, arg, [int(c) for c in counts])
-        tiled = [l for l in range(len(counts)) if item.levels[l]]
         try:
-            for active in [[l] for l in tiled] + ([tiled] if len(tiled) > 1 else []):
-                if not item.rigid(active):
-                    raise TileTranslationError(
-                        f"{what}: coarse tiling cannot address the tiles of tensor {arg.name} "
-                        f"along {_dims_text(item.levels, active, dims, item.tile)}: they are "
-                        f"not rigid translations of the first tile: {_reason(item, active)}; "
-                        "choose a split whose tiles the layout can express"
-                    )
+            active = item.first_misplaced()
+            if active is not None:
+                raise TileTranslationError(
+                    f"{what}: coarse tiling cannot address the tiles of tensor {arg.name} "
+                    f"along {_dims_text(item.levels, active, dims, item.tile)}: they are "
+                    f"not rigid translations of the first tile: {_reason(item, active)}; "
+                    "choose a split whose tiles the layout can express"
+                )
         except VerifierError as exc:
             raise TileTranslationError(
                 f"{what}: coarse tiling cannot prove that the tiles of tensor {arg.name} are "

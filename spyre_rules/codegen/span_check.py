@@ -114,13 +114,17 @@ class OpCheck:
         return [d for d in self.dims if d.span_bytes > self.limit]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "status": "overflow" if self.overflows else "fits",
-            "max_span_bytes": self.max_span_bytes,
-            "limit_bytes": self.limit,
-            "overflows": [d.as_dict() for d in self.overflows],
-        }
+        return {"kernel": self.kernel, **_summary([self]),
+                "overflows": [d.as_dict() for d in self.overflows]}
+
+
+def _summary(checks: list[OpCheck]) -> dict[str, Any]:
+    """Status, largest span and limit of one op's checks (one per kernel it runs in)."""
+    return {
+        "status": "overflow" if any(c.overflows for c in checks) else "fits",
+        "max_span_bytes": max(c.max_span_bytes for c in checks),
+        "limit_bytes": checks[0].limit,
+    }
 
 
 # --------------------------------------------------------------------------- bounds
@@ -249,14 +253,14 @@ def check_kernel(kernel: str, items: list[Any], limit: int) -> list[OpCheck]:
 # --------------------------------------------------------------------------- reporting
 
 
-def _planner_decision(record: dict[str, Any] | None, dim: DimCheck) -> str:
+def _planner_decision(record: Any, dim: DimCheck) -> str:
     """What the planner decided for the op (its plan record), plus why no output
     tiling can help when only reduction symbols move the coordinate."""
     if record is None:
         text = "the op has no plan record"
     else:
-        decision = record.get("decision", NO_PLAN)
-        reason = record.get("reason")
+        decision = record.decision.decision
+        reason = record.decision.reason or None
         text = f"{decision}: {reason}" if reason else str(decision)
     if dim.symbols and set(dim.symbols) <= set(dim.reduction_symbols):
         text += "; reduction-controlled span: needs reduction-range tiling"
@@ -264,7 +268,7 @@ def _planner_decision(record: dict[str, Any] | None, dim: DimCheck) -> str:
 
 
 def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
-                     record: dict[str, Any] | None) -> str:
+                     record: Any) -> str:
     access = "read of" if dim.is_input else "write of"
     bound = "" if dim.exact else "at most "
     return (
@@ -275,7 +279,7 @@ def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
     )
 
 
-def record_results(checks: list[OpCheck], plan: dict[str, dict[str, Any]], mode: str) -> None:
+def record_results(checks: list[OpCheck], plan: dict[str, Any], mode: str) -> None:
     """Each op's result into its plan record (``plan.json``): ``span_check``."""
     merged: dict[str, list[OpCheck]] = {}
     for check in checks:
@@ -283,22 +287,17 @@ def record_results(checks: list[OpCheck], plan: dict[str, dict[str, Any]], mode:
     for name, record in plan.items():
         found = merged.get(name)
         if mode == "off":
-            record["span_check"] = {"status": "off"}
+            result: dict[str, Any] = {"status": "off"}
         elif not found:
-            record["span_check"] = {"status": "no generated access"}
+            result = {"status": "no generated access"}
         elif len(found) == 1:
-            record["span_check"] = found[0].as_dict()
+            result = found[0].as_dict()
         else:
-            results = [c.as_dict() for c in found]
-            record["span_check"] = {
-                "status": "overflow" if any(c.overflows for c in found) else "fits",
-                "max_span_bytes": max(c.max_span_bytes for c in found),
-                "limit_bytes": found[0].limit,
-                "kernels": results,
-            }
+            result = {**_summary(found), "kernels": [c.as_dict() for c in found]}
+        plan[name] = record.with_span_check(result)
 
 
-def enforce(graph: str, checks: list[OpCheck], plan: dict[str, dict[str, Any]],
+def enforce(graph: str, checks: list[OpCheck], plan: dict[str, Any],
             mode: str) -> list[str]:
     """Act on every overflowing access per ``mode``; returns the messages.
 

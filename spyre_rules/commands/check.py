@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import sys
 
+from spyre_rules.commands.rules_paths import USAGE_EXIT, add_paths_argument, resolve_or_report
+
 # Freeze the garbage collector before returning (the process exits next);
 # tests that call run() in-process turn this off.
 FREEZE_GC_AT_EXIT = True
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help=".rules files or directories of them, checked together (default: the bundled rules/)")
+    add_paths_argument(parser, ".rules files or directories of them, checked together "
+                               "(default: the bundled rules/)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text: file:line:col: severity[CODE]: message, the source line and a caret; "
                              "json: the same fields plus end positions")
@@ -33,13 +35,11 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from spyre_rules.lang.diagnostics import render_text, summary, to_json_obj
-    from spyre_rules.lang.driver import UsageError, check_paths
+    from spyre_rules.lang.driver import check_paths
 
-    try:
-        result = check_paths(args.paths)
-    except UsageError as err:
-        print(f"spyre-rules check: error: {err}", file=sys.stderr)
-        return 2
+    result = resolve_or_report("check", check_paths, args.paths)
+    if result is None:
+        return USAGE_EXIT
     strict = bool(args.strict)
     errors, warnings = result.count(strict)
     out = sys.stdout

@@ -82,7 +82,7 @@ def explain(fn: Any, inputs: list[Any], max_span_bytes: int | None) -> dict[str,
     """Capture ``fn(*inputs)`` and explain every op (also used by tests)."""
     import spyre_rules
     from spyre_rules import Unsupported, config
-    from spyre_rules.engine import group_operations, plan_graph
+    from spyre_rules.engine import decide_groups, plan_graph
     from spyre_rules.engine.policy import get_policy
 
     settings = {"ignore_span_overflow_hints": False, "ignore_wsr_hints": False}
@@ -96,18 +96,15 @@ def explain(fn: Any, inputs: list[Any], max_span_bytes: int | None) -> dict[str,
             "config": {"max_span_bytes": config.max_span_bytes, "sencores": config.sencores},
             "ops": [d.as_dict() for d in decisions],
         }
-        hints_before = {id(op): getattr(op, "dim_hints", None) for op in ops}
         try:
-            outcome = group_operations(ops)
-            report["groups"] = [{"ops": [op.get_name() for op in group],
-                                 "levels": [[i, int(k), r] for i, k, r in levels]}
-                                for group, levels in outcome.groups]
+            outcome = decide_groups(ops)  # the decision only: nothing is written into the ops
+            report["groups"] = [{"ops": [op.get_name() for op in group.ops],
+                                 "levels": [[lv.hint_id, int(lv.split), lv.is_reduction]
+                                            for lv in group.levels]}
+                                for group in outcome.groups]
             report["grouping"] = {name: step.as_dict() for name, step in outcome.actions.items()}
         except Unsupported as exc:
             report["grouping_error"] = str(exc)
-        finally:
-            for op in ops:  # explaining must not leave synthetic hints behind
-                op.dim_hints = hints_before[id(op)]
     return report
 
 

@@ -17,25 +17,24 @@ from __future__ import annotations
 import difflib
 import sys
 
+from spyre_rules.commands.rules_paths import USAGE_EXIT, add_paths_argument, resolve_or_report
+
 
 def add_arguments(parser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help=".rules files or directories of them (default: the bundled rules/)")
+    add_paths_argument(parser, ".rules files or directories of them (default: the bundled rules/)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; print a diff and exit 1 if a file is not formatted")
 
 
 def run(args) -> int:
     from spyre_rules.lang.diagnostics import render_text
-    from spyre_rules.lang.driver import UsageError, decode, display_path, resolve_paths
+    from spyre_rules.lang.driver import decode, display_path, resolve_paths
     from spyre_rules.lang.formatter import FormatError, format_text, same_meaning
     from spyre_rules.lang.parser import parse_source
 
-    try:
-        paths = resolve_paths(args.paths)
-    except UsageError as err:
-        print(f"spyre-rules fmt: error: {err}", file=sys.stderr)
-        return 2
+    paths = resolve_or_report("fmt", resolve_paths, args.paths)
+    if paths is None:
+        return USAGE_EXIT
     out = sys.stdout
     bad = changed = 0
     for path in paths:

@@ -36,6 +36,7 @@ EDITS = {
     "opaque_data": "make the op's data neither Pointwise nor Reduction (e.g. a Scan)",
     "foreign_strides": "double the op's host strides, so no host dim has the stick's stride (stick dim unknown)",
     "user_hint": "stamp a user spyre_hint DimHint splitting `host_dim` into `split` tiles",
+    "index_value": "add the op's output index to its value (ops.index_expr, as an iota or a mask computes)",
 }
 
 _DECISIONS = ("plan", "no_plan", "unsupported")

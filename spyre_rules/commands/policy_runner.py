@@ -89,6 +89,8 @@ def _apply(edit: Edit, ops: Any, hint_id: int) -> None:
                                      device_layout=lay.device_layout)
     elif edit.make == "opaque_data":
         op.data = ir.Scan.__new__(ir.Scan)
+    elif edit.make == "index_value":
+        _add_index_value(op)
     else:
         with ops.graph_context(0):
             positions = facts.op_facts(op).position_vars or []
@@ -96,6 +98,28 @@ def _apply(edit: Edit, ops: Any, hint_id: int) -> None:
             raise HarnessError(f"edit user_hint of {edit.op}: no host dim {edit.host_dim}")
         op.dim_hints = [DimHint(["H"], sympy.Integer(edit.split), positions[edit.host_dim], False,
                                 hint_id, edit.host_dim)]
+
+
+def _add_index_value(op: Any) -> None:
+    """``value + index`` for a Pointwise op: the real programs that compute a value from
+    their index (``torch.arange``, ``tril`` masks) are outside the program subset."""
+    import torch
+    from torch._inductor import ir
+    from torch._inductor.virtualized import ops as vops
+
+    data = op.data
+    if not isinstance(data, ir.Pointwise):
+        raise HarnessError(f"edit index_value of {op.get_name()}: not a Pointwise op")
+    fn = data.inner_fn
+
+    def inner_fn(index: Any) -> Any:
+        position = vops.index_expr(sum(index), torch.int64)
+        return vops.add(fn(index), vops.to_dtype(position, data.dtype))
+
+    object.__setattr__(data, "inner_fn", inner_fn)
+    for obj in (data, op):  # drop Inductor's cache_on_self results of the old body
+        for key in [k for k in vars(obj) if k.startswith("__") and k.endswith("_cache")]:
+            object.__delattr__(obj, key)
 
 
 def _settings(test: PolicyTest, example_limit: int | None, rules_path: str | None) -> dict[str, Any]:
@@ -160,30 +184,27 @@ class _Check:
 
 
 def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, dict[str, Any], str | None]:
-    """(groups, per-op grouping steps, Unsupported message); restores every dim_hints.
+    """(groups, per-op grouping steps, Unsupported message); the ops are only read.
     The grouping evaluator's steps are appended to ``steps``."""
     from spyre_rules import Unsupported
-    from spyre_rules.engine import group_operations
+    from spyre_rules.engine import decide_groups
 
-    before = {id(op): getattr(op, "dim_hints", None) for op in ops}
     trace: list[Any] = []
     try:
-        outcome = group_operations(ops, trace=trace)
+        outcome = decide_groups(ops, trace=trace)
         groups = []
-        for members, _levels in outcome.groups:
-            own = {op.get_name(): tuple((int(h.host_dim), int(h.split_count))
-                                        for h in getattr(op, "dim_hints", None) or []
+        for group in outcome.groups:
+            own = {op.get_name(): tuple((int(h.host_dim), int(h.split))
+                                        for h in outcome.hints.get(op.get_name(), ())
                                         if h.host_dim is not None)
-                   for op in members}
-            groups.append(GroupExpect(tuple(op.get_name() for op in members),
-                                      own[members[0].get_name()], own))
+                   for op in group.ops}
+            groups.append(GroupExpect(tuple(op.get_name() for op in group.ops),
+                                      own[group.ops[0].get_name()], own))
         return groups, dict(outcome.actions), None
     except Unsupported as err:
         return None, {}, str(err)
     finally:
         steps.extend(trace)
-        for op in ops:
-            op.dim_hints = before[id(op)]
 
 
 def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:

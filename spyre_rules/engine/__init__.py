@@ -4,7 +4,9 @@
   ``program``) the rules once per rules path;
 * ``planner``  -- one op: eligibility -> candidates -> search (legality,
   validation) -> plan | None | Unsupported, with a trace of the rules that fired;
-* ``grouping`` -- planned ops -> coarse-tile groups with synthetic DimHints;
+* ``grouping`` -- planned ops -> coarse-tile groups and the hints they need
+  (``decide_groups``; it writes nothing into the IR: ``spyre_rules.hints.automatic``
+  applies the decision, ``group_operations`` / ``span_overflow_groups``);
 * ``api``      -- ``plan_span_overflow_tile``, ``explain_op``, ``plan_graph``;
 * ``examples`` -- named example programs for ``spyre-rules explain``.
 
@@ -20,14 +22,17 @@ _LAZY = {
     "plan_span_overflow_tile": "spyre_rules.engine.api",
     "explain_op": "spyre_rules.engine.api",
     "plan_graph": "spyre_rules.engine.api",
-    "span_overflow_groups": "spyre_rules.engine.grouping",
-    "group_operations": "spyre_rules.engine.grouping",
+    "decide_groups": "spyre_rules.engine.grouping",
+    "GroupingOutcome": "spyre_rules.engine.grouping",
     "HINT_ID_BASE": "spyre_rules.engine.grouping",
     "SpanOverflowTilePlan": "spyre_rules.engine.records",
     "SpanOverflowTileLevel": "spyre_rules.engine.records",
     "ChunkingInfo": "spyre_rules.engine.records",
     "OpDecision": "spyre_rules.engine.records",
     "TraceStep": "spyre_rules.engine.records",
+    "TileGroup": "spyre_rules.engine.records",
+    "GroupLevel": "spyre_rules.engine.records",
+    "AutoHint": "spyre_rules.engine.records",
     "get_policy": "spyre_rules.engine.policy",
     "load_policy": "spyre_rules.engine.policy",
     "clear_policy_cache": "spyre_rules.engine.policy",

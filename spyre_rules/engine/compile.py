@@ -1,14 +1,17 @@
 """Compile checked ``.rules`` expressions into Python closures.
 
-The checker has proven the policy well typed, so compilation only resolves
-names and picks an operation per node; each expression becomes one closure
-``f(env) -> value``.  Compiling once per policy (not walking the AST per op) is
+The checker has proven the policy well typed and resolved every name and
+template (``lang/resolved.py``), so compilation only picks an operation per
+node and reads the checker's resolution; each expression becomes one closure
+``f(env) -> value``.  Nothing here looks a name up in a scope or parses a
+template.  Compiling once per policy (not walking the AST per op) is
 what lets a graph of thousands of ops plan quickly.
 
 The environment ``env`` is a dict: engine bindings (``op``, ``tile``, ...) under
-their names, everything the rules bind (``let``, ``for``, binders) under an
-integer slot unique to that declaration -- so a binding that shadows another
-can never read or clobber it -- and the evaluation context under :data:`CTX`.
+their names, everything the rules bind (``let``, ``for``, binders) under the
+integer slot the checker gave that declaration (``Binding.slot``) -- so a
+binding that shadows another can never read or clobber it -- and the evaluation
+context under :data:`CTX`.
 
 Nothing here can run Python from a ``.rules`` file: a call is either a
 builtin of ``lang/builtins.py`` or a fact bound by the engine.
@@ -16,17 +19,17 @@ builtin of ``lang/builtins.py`` or a fact bound by the engine.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
 from spyre_rules.lang.sections import UNITS
-from spyre_rules.lang.templates import is_reserved_name, split_template
+from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Resolution
+from spyre_rules.lang.templates import is_reserved_name
 from spyre_rules.engine.values import iteration_order, render
 
-__all__ = ["CTX", "BASE", "EvalError", "Lazy", "Scope", "ExprCompiler", "read_field", "template_paths"]
+__all__ = ["CTX", "BASE", "EvalError", "Lazy", "ExprCompiler", "read_field"]
 
 CTX = "__ctx__"    # env key of the evaluation context (config snapshot, sections, trace)
 BASE = "__base__"  # env key of the enclosing env whose lets a per-split env may fill
@@ -53,32 +56,7 @@ class Lazy:
         self.fn = fn
 
 
-# --------------------------------------------------------------------- scopes
-
-
-class Scope:
-    """Compile-time names: name -> resolver ``(kind, payload)``.
-
-    kinds: ``implicit`` (engine binding, payload = env key), ``slot`` (payload =
-    env key), ``let`` (payload = (key, fn, shared)), ``const`` (payload = value),
-    ``gen`` (payload = generator name; validation only).
-    """
-
-    def __init__(self, parent: "Scope | None" = None) -> None:
-        self.names: dict[str, tuple[str, Any]] = {}
-        self.parent = parent
-
-    def lookup(self, name: str) -> tuple[str, Any] | None:
-        s: Scope | None = self
-        while s is not None:
-            found = s.names.get(name)
-            if found is not None:
-                return found
-            s = s.parent
-        return None
-
-    def child(self) -> "Scope":
-        return Scope(self)
+# ------------------------------------------------------------------- getters
 
 
 def _implicit_getter(key: str) -> Fn:
@@ -143,114 +121,115 @@ def _builtin_call(builtin: Builtin, args: list[Fn], span: A.Span) -> Fn:
 
 
 class ExprCompiler:
-    """Compiles expressions of one policy.
+    """Compiles expressions of one checked policy.
 
     ``facts``: fact name -> Python callable; ``records``: plain record name ->
-    dataclass; ``consts``: constant values; ``generator_ref(name)`` returns a
-    closure evaluating a candidates generator on the current env (validation).
+    dataclass; ``resolution``: the checker's :class:`Resolution`;
+    ``generator_ref(name)`` returns a closure evaluating a candidates generator
+    on the current env (validation).
     """
 
     def __init__(self, facts: dict[str, Callable], records: dict[str, type],
-                 consts: dict[str, Any], generator_ref: Callable[[str], Fn]) -> None:
+                 resolution: Resolution, generator_ref: Callable[[str], Fn] | None) -> None:
         self.facts = facts
         self.records = records
-        self.consts = consts
+        self.resolution = resolution
         self.generator_ref = generator_ref
-        self._slots = itertools.count()
+        # section lets: slot -> (value, shared), defined before any name reads them
+        self.lets: dict[int, tuple[Fn, bool]] = {}
 
-    def new_slot(self) -> int:
-        return next(self._slots)
+    def define_let(self, ident: A.Ident, fn: Fn, shared: bool) -> None:
+        self.lets[self.resolution.binding(ident).slot] = (fn, shared)
+
+    def slot(self, ident: A.Ident) -> Any:
+        """The env key of the binding ``ident`` declares."""
+        return self.resolution.binding(ident).slot
 
     # -------------------------------------------------------------- names
-    def name_getter(self, name: str, scope: Scope, span: A.Span) -> Fn:
-        found = scope.lookup(name)
-        if found is None:
-            if name in self.consts:
-                value = self.consts[name]
-                return lambda env: value
-            raise AssertionError(f"unresolved name {name!r} at {span}")  # the checker forbids it
-        kind, payload = found
-        if kind == "implicit":
-            return _implicit_getter(payload)
-        if kind == "slot":
-            return lambda env: env[payload]
-        if kind == "let":
-            return _let_getter(*payload)
-        if kind == "const":
-            return lambda env: payload
-        if kind == "gen":
-            return self.generator_ref(payload)
-        raise AssertionError(kind)
+    def getter(self, ref: Any) -> Fn:
+        """The value of what a resolved name names."""
+        if isinstance(ref, ConstRef):
+            value = ref.value
+            return lambda env: value
+        if isinstance(ref, GeneratorRef):
+            return self.generator_ref(ref.name)
+        if isinstance(ref, ConfigValue):
+            name = ref.name
+            return lambda env: env[CTX].config[name]
+        key = ref.slot
+        if ref.kind == "implicit":
+            return _implicit_getter(key)
+        let = self.lets.get(key)
+        if let is not None:
+            return _let_getter(key, *let)
+        return lambda env: env[key]
 
     # -------------------------------------------------------- expressions
-    def expr(self, e: A.Expr, scope: Scope) -> Fn:
-        return getattr(self, "c_" + type(e).__name__)(e, scope)
+    def expr(self, e: A.Expr) -> Fn:
+        return getattr(self, "c_" + type(e).__name__)(e)
 
-    def c_Num(self, e: A.Num, scope: Scope) -> Fn:
+    def c_Num(self, e: A.Num) -> Fn:
         value = e.digits * (UNITS[e.unit.name] if e.unit is not None else 1)
         return lambda env: value
 
-    def c_Bool(self, e: A.Bool, scope: Scope) -> Fn:
+    def c_Bool(self, e: A.Bool) -> Fn:
         value = e.value
         return lambda env: value
 
-    def c_Str(self, e: A.Str, scope: Scope) -> Fn:
-        return self.template(e, scope)
+    def c_Str(self, e: A.Str) -> Fn:
+        return self.template(e)
 
-    def c_Name(self, e: A.Name, scope: Scope) -> Fn:
-        return self.name_getter(e.id, scope, e.span)
+    def c_Name(self, e: A.Name) -> Fn:
+        return self.getter(self.resolution.name(e))
 
-    def c_ConfigRef(self, e: A.ConfigRef, scope: Scope) -> Fn:
+    def c_ConfigRef(self, e: A.ConfigRef) -> Fn:
         name = e.name.name
         return lambda env: env[CTX].config[name]
 
-    def c_Field(self, e: A.Field, scope: Scope) -> Fn:
-        obj = self.expr(e.obj, scope)
+    def c_Field(self, e: A.Field) -> Fn:
+        obj = self.expr(e.obj)
         name, span = e.name.name, e.span
         return lambda env: read_field(obj(env), name, span)
 
-    def c_TupleExpr(self, e: A.TupleExpr, scope: Scope) -> Fn:
-        items = [self.expr(i, scope) for i in e.items]
+    def c_TupleExpr(self, e: A.TupleExpr) -> Fn:
+        items = [self.expr(i) for i in e.items]
         return lambda env: tuple(f(env) for f in items)
 
-    def c_ListExpr(self, e: A.ListExpr, scope: Scope) -> Fn:
-        items = [self.expr(i, scope) for i in e.items]
+    def c_ListExpr(self, e: A.ListExpr) -> Fn:
+        items = [self.expr(i) for i in e.items]
         return lambda env: [f(env) for f in items]
 
-    def c_SetExpr(self, e: A.SetExpr, scope: Scope) -> Fn:
-        items = [self.expr(i, scope) for i in e.items]
+    def c_SetExpr(self, e: A.SetExpr) -> Fn:
+        items = [self.expr(i) for i in e.items]
         return lambda env: frozenset(f(env) for f in items)
 
-    def c_IsKnown(self, e: A.IsKnown, scope: Scope) -> Fn:
-        operand = self.expr(e.operand, scope)
+    def c_IsKnown(self, e: A.IsKnown) -> Fn:
+        operand = self.expr(e.operand)
         if e.known:
             return lambda env: operand(env) is not None
         return lambda env: operand(env) is None
 
-    def c_Unary(self, e: A.Unary, scope: Scope) -> Fn:
-        operand = self.expr(e.operand, scope)
+    def c_Unary(self, e: A.Unary) -> Fn:
+        operand = self.expr(e.operand)
         if e.op == "not":
             return lambda env: not operand(env)
         return lambda env: -operand(env)
 
-    def c_RecordCtor(self, e: A.RecordCtor, scope: Scope) -> Fn:
+    def c_RecordCtor(self, e: A.RecordCtor) -> Fn:
         cls = self.records[e.type_name.name]
-        fields = [(f.name.name, self.expr(f.value, scope)) for f in e.fields]
+        fields = [(f.name.name, self.expr(f.value)) for f in e.fields]
         return lambda env: cls(**{name: fn(env) for name, fn in fields})
 
-    def c_Comprehension(self, e: A.Comprehension, scope: Scope) -> Fn:
+    def c_Comprehension(self, e: A.Comprehension) -> Fn:
         out_set = e.kind == "set"
         # Build the nested loops innermost-first; each clause sees the names before it.
         clauses = []
-        inner = scope
         for clause in e.clauses:
-            it = self.expr(clause.iter, inner)
-            inner = inner.child()
-            key = self.new_slot()
-            inner.names[clause.var.name] = ("slot", key)
-            conds = [self.expr(c, inner) for c in clause.conds]
+            it = self.expr(clause.iter)
+            key = self.slot(clause.var)
+            conds = [self.expr(c) for c in clause.conds]
             clauses.append((it, key, conds))
-        elt = self.expr(e.elt, inner)
+        elt = self.expr(e.elt)
 
         def run(env: dict) -> Any:
             out: list = []
@@ -269,10 +248,10 @@ class ExprCompiler:
             return frozenset(out) if out_set else out
         return run
 
-    def c_Binary(self, e: A.Binary, scope: Scope) -> Fn:
+    def c_Binary(self, e: A.Binary) -> Fn:
         op = e.op
-        a = self.expr(e.left, scope)
-        b = self.expr(e.right, scope)
+        a = self.expr(e.left)
+        b = self.expr(e.right)
         span = e.span
         if op == "and":
             return lambda env: a(env) and b(env)
@@ -307,9 +286,9 @@ class ExprCompiler:
         return lambda env: fn(a(env), b(env))
 
     # -------------------------------------------------------------- calls
-    def c_Call(self, e: A.Call, scope: Scope) -> Fn:
+    def c_Call(self, e: A.Call) -> Fn:
         name = e.func.name
-        args = [self.expr(a, scope) for a in e.args]
+        args = [self.expr(a) for a in e.args]
         builtin = BUILTINS.get(name)
         if builtin is not None:
             return _builtin_call(builtin, args, e.span)
@@ -323,46 +302,32 @@ class ExprCompiler:
         return lambda env: fact(*[f(env) for f in args])
 
     # ----------------------------------------------------------- messages
-    def placeholder(self, path: tuple[str, ...], scope: Scope, span: A.Span) -> Fn:
-        head, rest = path[0], path[1:]
-        if head == "config" and scope.lookup("config") is None:
-            name = rest[0]
-            return lambda env: env[CTX].config[name]
-        getter = self.name_getter(head, scope, span)
-        if not rest:
+    def placeholder(self, p: Placeholder, span: A.Span) -> Fn:
+        getter = self.getter(p.ref)
+        if not p.fields:
             return getter
+        fields = p.fields
 
         def get(env: dict) -> Any:
             value = getter(env)
-            for name in rest:
+            for name in fields:
                 if value is None:
                     return None
                 value = read_field(value, name, span)
             return value
         return get
 
-    def template(self, s: A.Str, scope: Scope) -> Fn:
+    def template(self, s: A.Str) -> Fn:
         """A string literal: literal text and placeholders, rendered when evaluated."""
-        pieces = template_pieces(s)
+        pieces = self.resolution.template(s).pieces
         if all(isinstance(p, str) for p in pieces):
             text = "".join(pieces)
             return lambda env: text
-        parts = [p if isinstance(p, str) else self.placeholder(p, scope, s.span) for p in pieces]
+        parts = [p if isinstance(p, str) else self.placeholder(p, s.span) for p in pieces]
 
         def run(env: dict) -> str:
             return "".join(p if isinstance(p, str) else render(p(env)) for p in parts)
         return run
-
-
-def template_pieces(s: A.Str) -> list[str | tuple[str, ...]]:
-    """Literal text and placeholder paths of a checked literal, read from its raw
-    text exactly as the checker read it (``lang.templates``)."""
-    pieces, _ = split_template(s.raw)
-    return [p if isinstance(p, str) else p.path for p in pieces]
-
-
-def template_paths(s: A.Str) -> list[tuple[str, ...]]:
-    return [p for p in template_pieces(s) if isinstance(p, tuple)]
 
 
 def read_field(value: Any, name: str, span: A.Span) -> Any:

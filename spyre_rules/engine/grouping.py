@@ -1,22 +1,26 @@
-"""``span_overflow_groups(operations)``: planned ops -> coarse-tile groups.
+"""The ``grouping`` section: ``decide_groups(operations)``, planned ops -> coarse-tile groups.
 
-The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
+Both halves of the section kind: the checker's half is the ``grouping`` row of
+``lang/sections.py`` (``SPECS``: the actions and bindings below); this module
+compiles it (:func:`compile_grouping`) and runs it.  The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
 docs/layout_model.md §5.1): ops are visited in graph order with at most one open run
 of ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
 condition and message is in ``rules/grouping.rules``; this module only keeps
-the run, computes the bindings rules read (``plan``, ``carried``), allocates
-hint ids and stamps the hints.
+the run, computes the bindings rules read (``plan``, ``carried``) and allocates
+hint ids.
 
 A run is one loop: its levels' split counts are shared by every member, but
 each member tiles its *own* host dims (a matmul reads its restickified weight's
 dim 0 through its output dim 1), so the run keeps every member's levels.
 
-Closing a run (or a ``single`` op) makes a group shaped like a user-hint group,
-``([ops], [(hint_id, sympy.Integer(split), False), ...])``, and stamps each
-member with one synthetic ``DimHint`` per level (``dim_names`` =
-``["_span_overflow"]``, the member's loop variable of its host dim at that
-level), so ``spyre_rules.coarse_tile`` consumes them exactly like user hints.
+Closing a run (or a ``single`` op) makes a :class:`TileGroup` shaped like a
+user-hint group, ``([ops], [GroupLevel(hint_id, sympy.Integer(split), False), ...])``,
+and decides one :class:`AutoHint` per member and level (the member's loop
+variable of its host dim at that level; none for a loop-invariant member).
+The engine writes nothing into the IR: the pass that applies the decision
+stamps the hints (``spyre_rules.hints.automatic``), so ``coarse_tile``
+consumes them exactly like user hints.
 """
 
 from __future__ import annotations
@@ -31,24 +35,29 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
-from spyre_rules.engine.records import OpDecision, TraceStep
+from spyre_rules.engine.program import ItemCompiler, Rule
+from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Carry, Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
-__all__ = ["HINT_ID_BASE", "GroupingOutcome", "group_operations", "span_overflow_groups"]
+__all__ = ["HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
 
 #: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
 
-Group = tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]
+def compile_grouping(ic: ItemCompiler, sec: Any) -> list[Rule]:
+    """First-match rules over ``op`` / ``plan`` / ``carried`` / ``run`` / the producer sets."""
+    return ic.first_match(sec)
 
 
 @dataclasses.dataclass
 class GroupingOutcome:
-    groups: list[Group]
+    groups: list[TileGroup]
     actions: dict[str, TraceStep]        # op name -> the grouping rule that decided
     decisions: dict[str, OpDecision]     # op name -> planner decision (ops whose plan was read)
+    hints: dict[str, tuple[AutoHint, ...]] = dataclasses.field(default_factory=dict)
+    # op name -> its levels in its group (the hints the applying pass stamps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +108,8 @@ class _Grouper:
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
         self.members: list[_Member] = []
-        self.groups: list[Group] = []
+        self.groups: list[TileGroup] = []
+        self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
         self.decisions: dict[str, OpDecision] = {}
         # The values rules see, rebuilt only when the run or the closed groups change:
@@ -139,19 +149,19 @@ class _Grouper:
     def close(self, members: list[_Member]) -> None:
         if not members:
             return
-        # The verifier has the last word on every member's split before any hint is stamped.
+        # The verifier has the last word on every member's split before any hint is decided.
         for m in members:
             self.ev.veto(m.op, _tiling(m.levels or []), f"grouping rule `{m.rule}`")
         shared = _tiled(members)[0].levels or []
         ids = list(range(self.next_id, self.next_id + len(shared)))
         self.next_id += len(shared)
         for m in members:
-            m.op.dim_hints = _hints(m.op, m.levels, shared, ids)
+            self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
             self.auto_tiled.add(m.op.get_name())
         self._auto_tiled = None
-        self.groups.append(([m.op for m in members],
-                            [(i, sympy.Integer(lv.split), lv.is_reduction)
-                             for i, lv in zip(ids, shared)]))
+        self.groups.append(TileGroup([m.op for m in members],
+                                     [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
+                                      for i, lv in zip(ids, shared)]))
 
     def close_run(self) -> None:
         members = self.members
@@ -228,15 +238,13 @@ class _Grouper:
         return step
 
 
-def _hints(op: Any, levels: list[Level] | None, shared: list[Level], ids: list[int]) -> list[Any]:
-    """One synthetic DimHint per level: the op's loop variable of that host dim
-    (none for a loop-invariant member: ``levels`` None)."""
-    from spyre_rules.ir.dim_hint import DimHint
-
+def _hints(op: Any, levels: list[Level] | None, shared: list[Level],
+           ids: list[int]) -> tuple[AutoHint, ...]:
+    """One hint per level: the op's loop variable of that host dim (no loop
+    variable and no host dim for a loop-invariant member: ``levels`` None)."""
     if levels is None:
-        return [DimHint(dim_names=list(facts.AUTO_HINT_DIM_NAMES), split_count=level.split,
-                        loop_var=None, is_reduction=False, hint_id=hint_id, host_dim=None)
-                for level, hint_id in zip(shared, ids)]
+        return tuple(AutoHint(hint_id, None, level.split, None, False)
+                     for level, hint_id in zip(shared, ids))
     positions = facts.op_facts(op).position_vars or []
     hints = []
     for level, hint_id in zip(levels, ids):
@@ -244,15 +252,14 @@ def _hints(op: Any, levels: list[Level] | None, shared: list[Level], ids: list[i
         if not isinstance(var, sympy.Symbol):
             raise Unsupported(f"Cannot auto-tile {op.get_name()}: host dim {level.host_dim} has no "
                               "loop variable of its own to tile")
-        hints.append(DimHint(dim_names=list(facts.AUTO_HINT_DIM_NAMES), split_count=level.split,
-                             loop_var=var, is_reduction=level.is_reduction, hint_id=hint_id,
-                             host_dim=level.host_dim))
-    return hints
+        hints.append(AutoHint(hint_id, level.host_dim, level.split, var, level.is_reduction))
+    return tuple(hints)
 
 
-def group_operations(operations: Sequence[Any], max_cores: int | None = None,
-                     trace: list[TraceStep] | None = None) -> GroupingOutcome:
+def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
+                  trace: list[TraceStep] | None = None) -> GroupingOutcome:
     """Run the grouping section over ``operations`` (graph order); see the module doc.
+    Reads the ops, never writes them.
 
     ``trace``, when given, receives every step the grouping evaluator records
     (grouping rules, ``conforms``, the planner decisions it reads), also when
@@ -270,9 +277,4 @@ def group_operations(operations: Sequence[Any], max_cores: int | None = None,
                 _require_graph(op)
                 actions[op.get_name()] = grouper.visit(op)
         grouper.close_run()
-    return GroupingOutcome(grouper.groups, actions, grouper.decisions)
-
-
-def span_overflow_groups(operations: Sequence[Any], max_cores: int | None = None) -> list[Group]:
-    """Coarse-tile groups for automatic span-overflow tiling (docs/architecture.md "Public names")."""
-    return group_operations(operations, max_cores).groups
+    return GroupingOutcome(grouper.groups, actions, grouper.decisions, grouper.hints)

@@ -80,7 +80,7 @@ def load_policy(paths: list[str] | None = None, facts: Any = None) -> Policy:
         if not info.extern:
             records[name] = dataclasses.make_dataclass(name, list(info.fields), frozen=True)
     consts = {name: info.value for name, info in checker.consts.items() if info.ok}
-    program = compile_program(checker.sections, registry.functions, records, consts)
+    program = compile_program(checker.sections, registry.functions, records, checker.resolved)
     return Policy(
         source="bundled rules/" if not paths else os.pathsep.join(paths),
         files=list(result.names),

@@ -1,21 +1,30 @@
-"""What the engine returns: plans (the public plan records), decisions and traces.
+"""What the engine returns: plans (the public plan records), decisions, traces, groups.
 
 ``SpanOverflowTilePlan`` / ``SpanOverflowTileLevel`` / ``ChunkingInfo`` are the
 public contract of docs/layout_model.md §4.1.  ``OpDecision`` is one op's
 answer with the trace of every rule that fired; ``spyre-rules explain`` and
 the dump's ``plan.json`` print it.
+
+A coarse-tile group has one representation, :class:`TileGroup` (its levels
+:class:`GroupLevel`): the engine's grouping returns them, the hint pass builds
+them from user hints (``hints.hints_to_coarse_tile_groups``) and ``coarse_tile``
+consumes them.  Both are tuples, so a group still reads as the public form
+``(ops, [(hint_id, split, is_reduction), ...])``.  Which op dim a level splits
+is the op's ``DimHint`` of that hint id; for automatic groups the engine decides
+it and returns it as :class:`AutoHint` -- the engine itself writes nothing into
+the IR (``hints/automatic.py`` stamps them).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 from spyre_rules.engine.values import render
 
 __all__ = [
     "ChunkingInfo", "SpanOverflowTileLevel", "SpanOverflowTilePlan", "TraceStep", "OpDecision",
-    "PLAN", "NO_PLAN", "UNSUPPORTED",
+    "PLAN", "NO_PLAN", "UNSUPPORTED", "AutoHint", "GroupLevel", "TileGroup",
 ]
 
 PLAN = "plan"
@@ -112,3 +121,32 @@ class OpDecision:
             }
         return {"op": self.op, "kind": self.kind, "decision": self.decision, "plan": plan,
                 "reason": self.reason, "trace": [s.as_dict() for s in self.trace]}
+
+
+class GroupLevel(NamedTuple):
+    """One loop level of a group: its hint id, trip count (a sympy Integer from the
+    engine and the hint pass) and whether it splits a reduction dim of any member."""
+
+    hint_id: int
+    split: Any
+    is_reduction: bool = False
+
+
+class TileGroup(NamedTuple):
+    """Ops sharing one tile loop nest (contiguous in graph order), outermost level first."""
+
+    ops: list[Any]
+    levels: list[GroupLevel]
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoHint:
+    """The engine's decision for one member of an automatic group at one level:
+    split output host dim ``host_dim`` (loop variable ``loop_var``) into ``split``;
+    both None for a loop-invariant member (it runs whole in every iteration)."""
+
+    hint_id: int
+    host_dim: int | None
+    split: int
+    loop_var: Any
+    is_reduction: bool = False

@@ -108,10 +108,9 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
     when the plan is span-safe."""
     from torch._inductor import ir
 
-    from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
     from spyre_rules.facts.op_facts import op_facts
     from spyre_rules.facts.per_tile import split_by_symbol
-    from spyre_rules.facts.stick_layout import dtype_info
+    from spyre_rules.facts.tile_accesses import tiled_accesses
 
     facts = op_facts(op)
     key = tuple(sorted((int(d), int(k)) for d, k in tiling if int(k) > 1))
@@ -120,43 +119,14 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
         return [f"the per-tile output cannot be rebuilt: {getattr(view, 'reason', view)}"]
     problems = _check("per-tile output buffer", view.device_layout.device_size, view.coords,
                       view.range_map, view.itemsize, limit, {})
-    layout, write = getattr(op, "layout", None), facts.write
-    if write is None or not hasattr(layout, "device_layout"):
-        return problems + ["the write into the full output buffer cannot be derived"]
     per_symbol = split_by_symbol(facts.symbol_dims, key)
-
-    def tiled_ranges(all_ranges) -> tuple[dict, dict] | None:
-        ranges, steps = {}, {}
-        for s, r in all_ranges.items():
-            r = int(r)
-            k = per_symbol.get(s, 1)
-            if r % k:
-                return None
-            ranges[s] = r // k
-            if k > 1:
-                steps[s] = (r // k, k)
-        return ranges, steps
-
     try:
-        coords = device_coordinates(layout.device_layout, write.index, write.ranges)
-        got = tiled_ranges(write.ranges)
-        if got is None:
-            return problems + ["a split does not divide the range of its loop variable"]
-        problems += _check("tile write into the full output buffer", layout.device_layout.device_size,
-                           coords, got[0], dtype_info(layout.dtype).itemsize, limit, got[1])
-        if isinstance(getattr(op, "data", None), ir.Reduction):
-            for read in facts.input_reads():
-                dep, rl = facts.dep_of(read), read.layout
-                coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                            dep.index, dep.ranges)
-                reduction_syms = set(dep.ranges) - set(write.ranges)
-                coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
-                got = tiled_ranges(dep.ranges)
-                if got is None:
-                    problems.append(f"read of {read.buffer}: a split does not divide its loop range")
-                    continue
-                problems += _check(f"read of {read.buffer}", rl.device_layout.device_size, coords,
-                                   got[0], dtype_info(rl.dtype).itemsize, limit, got[1])
+        is_reduction = isinstance(getattr(op, "data", None), ir.Reduction)
+        accesses, found = tiled_accesses(op, per_symbol, reads=is_reduction)
+        problems += found
+        for access, ranges, steps in accesses:
+            problems += _check(access.what, access.device_size, access.coords, ranges,
+                               access.itemsize, limit, steps)
     except Exception as exc:  # noqa: BLE001 - an access that cannot be measured is refused
         problems.append(f"the accesses cannot be measured: {type(exc).__name__}: {exc}")
     return problems

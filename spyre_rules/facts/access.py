@@ -16,7 +16,7 @@ from spyre_rules.facts.records import Coord, HostCoord, Read
 from spyre_rules.facts.registry import Op, Sym, Tiling, fact
 
 __all__ = ["full_output_coords", "has_output_coords", "input_reads", "output_coords", "output_dim",
-           "output_symbols", "read_coords", "read_host_coords", "reduction_symbols"]
+           "output_symbols", "read_coords", "read_host_coords", "reduction_symbols", "tiles_translate"]
 
 
 def _symbol_named(mapping: Any, sym: Any) -> Any:
@@ -66,6 +66,11 @@ def has_output_coords(op: Op, tile: Tiling) -> bool:
 @fact
 def full_output_coords(op: Op, tile: Tiling) -> list[Coord]:
     return op_facts(op).full_output_coords(tile)
+
+
+@fact
+def tiles_translate(op: Op, tile: Tiling) -> bool:
+    return op_facts(op).tiles_translate(tile)
 
 
 @fact

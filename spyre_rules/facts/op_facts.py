@@ -36,6 +36,7 @@ from spyre_rules.facts.access import (
     read_coords,
     read_host_coords,
     reduction_symbols,
+    tiles_translate,
 )
 from spyre_rules.facts.alignment import read_tile_dim, reads_dim_by_own_symbol
 from spyre_rules.facts.hint_kinds import AUTO_HINT_DIM_NAMES, has_user_hints, is_auto_hint

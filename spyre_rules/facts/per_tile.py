@@ -59,6 +59,7 @@ from spyre_rules.facts.stick_layout import (
 __all__ = [
     "CannotRebuild",
     "OutputView",
+    "access_coords",
     "tile_access_coords",
     "output_coords",
     "per_tile_layout",
@@ -396,7 +397,7 @@ def _split_spans(
     return spans
 
 
-def _access_coords(layout: Any, index: Any, ranges: Mapping[Any, Any]) -> tuple[Any, list]:
+def access_coords(layout: Any, index: Any, ranges: Mapping[Any, Any]) -> tuple[Any, list]:
     """Device coordinates of a buffer access and the device layout they index.
 
     Given a FixedTiledLayout (host size/stride/offset known), compose host
@@ -449,7 +450,7 @@ def tile_access_coords(
     except LayoutError as exc:
         return CannotRebuild(str(exc))
     try:
-        stl, coords = _access_coords(layout, index, ranges)
+        stl, coords = access_coords(layout, index, ranges)
     except CoordinateError as exc:
         return CannotRebuild(f"{what} coordinates of {buffer}: {exc}")
     total = math.prod(stl.device_size) * itemsize

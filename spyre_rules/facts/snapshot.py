@@ -48,6 +48,7 @@ from spyre_rules.facts.per_tile import (
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, tiling_key
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.facts.translation import first_untranslated
 from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["OpFacts", "layout_fingerprint", "per_snapshot", "snapshot", "static_layout"]
@@ -126,6 +127,11 @@ def per_snapshot(key: Callable[..., Any] | None = None) -> Callable[[Callable], 
 
 def _tiling_slot(self: OpFacts, tiling: Any = None) -> TilingKey:
     return tiling_key(tiling)
+
+
+def _reads_slot(self: OpFacts, tiling: Any = None) -> tuple:
+    """A tiling plus every read's slot: the answer depends on the read buffers' layouts."""
+    return (tiling_key(tiling), tuple(_read_slot(self, r) for r in self.input_reads()))
 
 
 def _read_slot(self: OpFacts, read: Read, tiling: Any = None) -> tuple:
@@ -419,3 +425,31 @@ class OpFacts:
             for d, c in enumerate(coords)
         ]
 
+    @per_snapshot(_reads_slot)
+    def tiles_translate(self, tiling: Any = None) -> bool:
+        """Whether every tile of ``tiling`` (one loop level per tiled host dim) is a rigid
+        translation of the first for the op's write into its full buffer and each
+        measurable input read, and no value the op computes depends on a tiled symbol
+        (``facts.translation``; codegen proves the same on the emitted program)."""
+        levels = [{dim: k} for dim, k in tiling_key(tiling)]
+        return not levels or self.untranslated(levels, write=True) is None
+
+    def untranslated(self, levels: list[dict[int, int]], write: bool,
+                     reads: Any = None) -> str | None:
+        """What stops the loop nest ``levels`` (per level, outermost first, ``{output
+        host dim: count}``) from moving by one constant offset per tile: ``"index"``
+        when the op computes a value from a tiled symbol, else the name of the first
+        access that does not translate (its full-buffer write if ``write``, the
+        measurable reads of buffers in ``reads``, every one when None); None if none."""
+        layout, dep, rw = self._layout, self.write, self.read_writes
+        if not isinstance(layout, FixedTiledLayout) or dep is None or rw is None:
+            return self.name
+        tiled = {s for s, d in self.symbol_dims.items() if any(d in level for level in levels)}
+        if tiled & {s for e in rw.index_exprs for s in e.index.free_symbols}:
+            return "index"
+        accesses = [(self.name, layout, dep.index, dep.ranges)] if write else []
+        for read in self.input_reads():
+            if reads is None or read.buffer in reads:
+                found = self.dep_of(read)
+                accesses.append((read.buffer, read.layout, found.index, found.ranges))
+        return first_untranslated(accesses, self.symbol_dims, levels)

@@ -32,6 +32,8 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
+from spyre_rules.engine.records import GroupLevel, TileGroup
+from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.hints.api import declared_tensor_dims
 from spyre_rules.hints.errors import HintError
 from spyre_rules.ir.dim_hint import DimHint
@@ -126,6 +128,8 @@ def assign_dim_hints(graph: Any) -> None:
         with V.set_graph_handler(graph):
             dims = propagate_named_dims(graph, ops, annotations, inputs)
         _stamp(ops, annotations, dims)
+        with V.set_graph_handler(graph):
+            _check_tiles_translate(ops)
     setattr(graph, _DONE_ATTR, True)
 
 
@@ -160,10 +164,46 @@ def _stamp(
             )
 
 
-def hints_to_coarse_tile_groups(
-    operations: Sequence[Any],
-) -> list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]]:
-    """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[(ops, [(hint_id, count, is_red)])]``.
+def _check_tiles_translate(ops: list[Any]) -> None:
+    """Refuse a hint whose tiles the loop cannot address, before anything is lowered.
+
+    Every tile of a counted loop must be a rigid translation of the first
+    (``facts.translation``, the condition codegen proves on the emitted program).
+    Checked here for what always moves with the loop: the reads of buffers no
+    hinted op produces (graph inputs, untiled producers), and values computed from
+    a tiled index.  Reads of hinted producers may be per-tile buffers of the same
+    loop, and reduction levels are coarse tiling's; codegen still proves those.
+    """
+    hinted = {op.get_name() for op in ops if getattr(op, "dim_hints", None)}
+    for op in ops:
+        hints = getattr(op, "dim_hints", None) or []
+        if not hints or any(h.is_reduction for h in hints):
+            continue
+        levels = [{h.host_dim: int(h.split_count)} if h.loop_var is not None else {}
+                  for h in hints]
+        if not any(levels):
+            continue
+        facts = op_facts(op)
+        outside = {r.buffer for r in facts.input_reads()} - hinted
+        found = facts.untranslated(levels, write=False, reads=outside)
+        if found is None:
+            continue
+        text = ", ".join(_hint_text(h.dim_names[0], int(h.split_count))
+                         for h in hints if h.loop_var is not None)
+        if found == "index":
+            why = ("it computes a value from its index along a tiled dim (an iota or a mask), "
+                   "which every tile would restart at 0; leave that dim untiled")
+        else:
+            why = (f"its tiles of {found} are not rigid translations of the first tile (a "
+                   "split through part of a stick, or a read that wraps), so no constant "
+                   "per-iteration stride addresses them; choose a split whose tiles the "
+                   "layout can express")
+        raise HintError(f"{op_description(op)}: {text} cannot be tiled: {why}")
+
+
+def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
+    """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[TileGroup(ops, [GroupLevel(hint_id,
+    count, is_red)])]`` (``engine/records.py``: the one representation of a group).
 
     An op's levels are the hint levels that tile one of its dims (outermost
     first); a level whose dim the op does not have leaves it out.  A group is a
@@ -174,22 +214,22 @@ def hints_to_coarse_tile_groups(
     own top-level loop, and an op no level tiles runs once, outside every loop:
     its result is the same in every iteration, and inside a loop its whole buffer
     would be read as if it were the tile.  The loops are independent, so this
-    loop fission keeps the semantics.  Call this before the automatic planner
-    stamps its own ``dim_hints``.
+    loop fission keeps the semantics.  Call this before the automatic groups'
+    synthetic ``dim_hints`` are stamped (``hints/automatic.py``).
     """
-    groups: list[tuple[list[Any], list[tuple[int, sympy.Integer, bool]]]] = []
+    groups: list[TileGroup] = []
     run: list[Any] = []
     run_key: tuple[Any, ...] | None = None
 
     def flush() -> None:
         if run and run_key:
             levels = [
-                (hint_id, count, any(
+                GroupLevel(hint_id, count, any(
                     h.is_reduction for op in run for h in op.dim_hints if h.hint_id == hint_id
                 ))
                 for hint_id, count in run_key
             ]
-            groups.append((list(run), levels))
+            groups.append(TileGroup(list(run), levels))
 
     for op in operations:
         hints = getattr(op, "dim_hints", None) or []

@@ -1,8 +1,8 @@
 """``DimHint``: one loop level of one op, stamped on the op as ``op.dim_hints``.
 
-Written by the hint pass (``hints/assign.py``) for user hints and by the rule
-engine's grouping for automatic levels; read by coarse tiling and the plan
-records.  It sits in the IR floor because every one of those layers names it.
+Written by the hint pass (``hints/assign.py``) for user hints and, for the
+automatic levels the rule engine decided, by ``hints/automatic.py``; read by
+coarse tiling and the plan records.  It sits in the IR floor because every one of those layers names it.
 """
 
 from __future__ import annotations

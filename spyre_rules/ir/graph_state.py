@@ -25,8 +25,8 @@ class RulesGraphState:
     #: buffers whose *host* tensor must hold the value after the kernel that writes
     #: it (graph outputs and the bases of output views).
     host_outputs: set[str] = dataclasses.field(default_factory=set)
-    #: op name -> plan record (filled by the pre-scheduling seam; see plan.json).
-    plan: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: op name -> plan record (passes/plan_record.py OpPlanRecord; see plan.json).
+    plan: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: op writing a region of a concatenation -> the concatenation's buffer
     #: (the op's layout is Inductor's NonOwningLayout view of it; see concat.py).
     regions: dict[str, str] = dataclasses.field(default_factory=dict)

@@ -1,7 +1,9 @@
 """Semantic analysis of a policy: names, types, scopes, messages, structure.
 
 Input: parsed files and the prelude's :class:`Vocabulary`.  Output:
-diagnostics (and the type of every expression, for the engine).  The rules
+diagnostics, the type of every expression, and for the engine the resolved
+program (``self.resolved``, ``lang/resolved.py``: what every name means, every
+template parsed), so the engine resolves and parses nothing itself.  The rules
 for what a section may contain come from ``sections.py``; the shadowing and
 unreachable-rule analysis lives in ``shadowing.py``.
 
@@ -19,6 +21,7 @@ from spyre_rules.lang import types as T
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.prelude import Vocabulary
 from spyre_rules.lang.expressions import ExpressionChecker
+from spyre_rules.lang.resolved import Resolution, names_read
 from spyre_rules.lang.scope import Binding, Scope
 from spyre_rules.lang.sections import (
     BOUNDS, COST_BINDER, EMIT_TYPE, ITEM_WORD, ORDER_BINDER, REQUIRED_BINDER, REQUIRED_ITEMS,
@@ -50,6 +53,7 @@ class Checker(ExpressionChecker):
         self.generators: dict[str, A.Generator] = {}
         self.sections: dict[str, A.Section] = {}
         self.expr_types: dict[int, T.Type] = {}
+        self.resolved = Resolution()
         self.kind = ""          # section kind being checked ("" for constants)
         self.const_mode = False
         self.depth = 0
@@ -225,6 +229,7 @@ class Checker(ExpressionChecker):
             elif isinstance(item, A.Decision):
                 self._decision(item, sc, spec)
             elif isinstance(item, A.Require):
+                self._watch(item, item.cond, sc)
                 self.cond(item.cond, sc, f"requirement `{item.name.name}`")
                 if item.message is not None:
                     self.message(item.message, sc.child(self.known_when(item.cond, False, sc)))
@@ -290,6 +295,7 @@ class Checker(ExpressionChecker):
             self.error("E019", f"`{action}` is not a decision of {_a(f'`{spec.kind}`')} section (allowed: {allowed})",
                        item.action.span)
         isc = self._extend(sc, SEARCH_DECISION_BINDINGS) if spec.kind == "search" else sc
+        self._watch(item, item.guard, isc)
         if item.guard is not None:
             self.cond(item.guard, isc, f"the guard of rule `{item.name.name}`")
             msc = isc.child(self.known_when(item.guard, True, isc))
@@ -302,6 +308,12 @@ class Checker(ExpressionChecker):
                        item.span)
         if item.guard is not None:
             sc.known.update(self.known_when(item.guard, False, isc))
+
+    def _watch(self, item: A.Decision | A.Require, cond: A.Expr | None, sc: Scope) -> None:
+        """The bindings a rule's condition reads, as its trace step shows them
+        (constants are in the rules, so they are not shown)."""
+        found = [(name, sc.lookup(name)) for name in names_read(cond)]
+        self.resolved.watch[id(item)] = [(name, b) for name, b in found if b is not None]
 
     def _generator(self, gen: A.Generator, sc: Scope) -> None:
         gs = sc.child()
@@ -346,6 +358,8 @@ class Checker(ExpressionChecker):
                        item.value.span)
         elif t != T.INT or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             self.error("E033", f"bound `{name}` must be a positive integer, found {_show(value)}", item.value.span)
+        else:
+            self.resolved.bounds[name] = value
 
     # --------------------------------------------------------------- bindings
     def bind(self, sc: Scope, ident: A.Ident, t: T.Type, kind: str) -> Binding:
@@ -359,8 +373,9 @@ class Checker(ExpressionChecker):
                        f"note: the constant is defined at {_where(self.consts[name].decl.name.span)}")
         if t is T.ANY:
             t = T.ERROR
-        b = Binding(name, t, ident.span, kind)
+        b = Binding(name, t, ident.span, kind, self.resolved.new_slot())
         sc.names[name] = b
+        self.resolved.declared[id(ident)] = b
         return b
 
     def unused(self, bindings: list[Binding]) -> None:

@@ -16,7 +16,8 @@ from spyre_rules.lang.builtins import BUILTINS, SAME_LIST, Builtin, Params
 from spyre_rules.lang.scope import MAX_DEPTH, Scope
 from spyre_rules.lang.scope import where as _where
 from spyre_rules.lang.sections import EMIT_TYPE, UNITS
-from spyre_rules.lang.templates import is_reserved_name, parse_template
+from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Template
+from spyre_rules.lang.templates import is_reserved_name, parse_template_pieces, unescape
 
 
 class ExpressionChecker:
@@ -137,10 +138,12 @@ class ExpressionChecker:
         b = sc.lookup(name)
         if b is not None:
             b.used = True
+            self.resolved.names[id(e)] = b
             return b.type
         info = self.consts.get(name)
         if info is not None:
             info.used = True
+            self.resolved.names[id(e)] = ConstRef(info)
             if info.state == "checking":
                 self.error("E036", f"constant `{name}` depends on itself", e.span,
                            f"note: `{name}` is defined at {_where(info.decl.name.span)}")
@@ -151,6 +154,7 @@ class ExpressionChecker:
         gen = self.generators.get(name)
         if gen is not None and not self.const_mode:
             if self.kind == "validation":
+                self.resolved.names[id(e)] = GeneratorRef(name)
                 return T.ListT(self.vocab.parse_spelling(EMIT_TYPE))
             self.error("E019", f"generator `{name}` stands for its candidates only in a `validation` section",
                        e.span)
@@ -442,47 +446,61 @@ class ExpressionChecker:
 
     # --------------------------------------------------------------- messages
     def message(self, s: A.Str, sc: Scope) -> None:
+        """Check a string literal's template and hand the engine its parsed,
+        resolved form (``self.resolved.templates``): the only place it is parsed."""
         if "{" not in s.raw and "}" not in s.raw:
+            self.resolved.templates[id(s)] = Template((unescape(s.raw),) if s.raw else ())
             return
-        holders, errors = parse_template(s)
+        pieces, errors = parse_template_pieces(s)
         for err in errors:
             self.error("E032", err.message, err.span)
-        for h in holders:
-            self._placeholder(h, sc)
+        out: list = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+            else:
+                out.append(self._placeholder(piece, sc))
+        self.resolved.templates[id(s)] = Template(tuple(out))
 
-    def _placeholder(self, h, sc: Scope) -> None:
+    def _placeholder(self, h, sc: Scope) -> Placeholder | None:
         head, rest = h.path[0], h.path[1:]
         text = "{" + ".".join(h.path) + "}"
+        label = ".".join(h.path)
         if any(is_reserved_name(part) for part in h.path):
             self.error("E031", f"placeholder `{text}` names a Python attribute; a placeholder names only "
                        "values in scope and declared record fields", h.span)
-            return
+            return None
         if head == "config" and not self.const_mode:
             if len(rest) != 1 or rest[0] not in self.vocab.config:
                 self.error("E031", f"placeholder `{text}` names no config value", h.span,
                            self.suggest(rest[0], self.vocab.config) if rest else "")
-            return
+                return None
+            return Placeholder(label, ConfigValue(rest[0]), ())
         b = sc.lookup(head)
         if b is not None:
             b.used = True
             t = b.type
+            ref: object = b
         elif head in self.consts:
             self.consts[head].used = True
             t = self.consts[head].type
+            ref = ConstRef(self.consts[head])
         elif head in self.generators and self.kind == "validation":
             t = T.ListT(self.vocab.parse_spelling(EMIT_TYPE))
+            ref = GeneratorRef(head)
         else:
             names = [*self._scope_names(sc), *self.consts]
             self.error("E031", f"placeholder `{text}` names nothing in scope", h.span, self.suggest(head, names))
-            return
+            return None
         for fname in rest:
             t = T.strip_opt(t)
             if t is T.ERROR:
-                return
+                return None
             info = self.vocab.records.get(t.name) if isinstance(t, T.RecordT) else None
             if info is None or fname not in info.fields:
                 self.error("E031", f"placeholder `{text}`: `{t}` has no field `{fname}`", h.span,
                            self.suggest(fname, info.fields) if info else "")
-                return
+                return None
             t = info.fields[fname]
+        return Placeholder(label, ref, tuple(rest))
 

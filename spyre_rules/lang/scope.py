@@ -13,14 +13,20 @@ MAX_DEPTH = 100  # nesting levels of one expression
 
 
 class Binding:
-    __slots__ = ("name", "type", "span", "kind", "used")
+    """One name a scope binds.  ``slot`` is where the engine keeps its value: the
+    name itself for an ``implicit`` binding (the engine binds it under its name),
+    an int unique in the policy for a binding the rules make (lang/resolved.py)."""
 
-    def __init__(self, name: str, type_: T.Type, span: A.Span | None, kind: str) -> None:
+    __slots__ = ("name", "type", "span", "kind", "used", "slot")
+
+    def __init__(self, name: str, type_: T.Type, span: A.Span | None, kind: str,
+                 slot: str | int | None = None) -> None:
         self.name = name
         self.type = type_
         self.span = span
         self.kind = kind  # implicit | let | for | splits | binder
         self.used = False
+        self.slot = name if slot is None else slot
 
 
 class Scope:

@@ -1,8 +1,9 @@
 """What each section kind may contain and which names the engine binds in it.
 
 This table is the checker's half of the evaluation semantics written down in
-docs/rules_language.md ("Evaluation semantics"); the engine implements the
-other half.  Binding types are names of prelude types (``Op``, ``Tiling``...);
+docs/rules_language.md ("Evaluation semantics"); the other half of each kind,
+its compilation and evaluation, is one engine module per kind
+(``spyre_rules/engine/<kind>.py``, listed in ``engine.program.SECTION_MODULES``).  Binding types are names of prelude types (``Op``, ``Tiling``...);
 ``int`` etc. are primitives.  No torch, no lark.
 """
 

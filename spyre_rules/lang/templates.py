@@ -8,9 +8,10 @@ write a literal brace.  The engine renders values as documented in
 docs/rules_language.md ("Message rendering").
 
 One function, :func:`split_template`, reads the *raw* text of a literal (as
-written between the quotes) into literal text and placeholders; the checker
-and the engine both use it, so a template means the same thing to both, and
-no decoded text is ever split again.
+written between the quotes) into literal text and placeholders.  Only the
+checker calls it, once per literal; it hands the engine the parsed template
+with its placeholders resolved (``lang/resolved.py``), so a template means the
+same thing to both, and no decoded text is ever split again.
 """
 
 from __future__ import annotations
@@ -136,15 +137,22 @@ class CheckedError:
     span: Span
 
 
-def parse_template(s: Str) -> tuple[list[CheckedPlaceholder], list[CheckedError]]:
-    """Placeholders of a string literal and any malformed braces, with source
-    spans (the literal is on one line; its first character after the opening
-    quote is at column ``span.col + 1``)."""
+def parse_template_pieces(s: Str) -> tuple[list[str | CheckedPlaceholder], list[CheckedError]]:
+    """Literal text and placeholders of a string literal, in order, and any
+    malformed braces, with source spans (the literal is on one line; its first
+    character after the opening quote is at column ``span.col + 1``)."""
     base_line, base_col = s.span.line, s.span.col + 1
 
     def span_of(a: int, b: int) -> Span:
         return Span(s.span.file, base_line, base_col + a, base_line, base_col + b)
 
     pieces, errors = split_template(s.raw)
-    holders = [CheckedPlaceholder(p.path, span_of(p.start, p.end)) for p in pieces if isinstance(p, Placeholder)]
-    return holders, [CheckedError(e.message, span_of(e.start, e.end)) for e in errors]
+    checked = [CheckedPlaceholder(p.path, span_of(p.start, p.end)) if isinstance(p, Placeholder) else p
+               for p in pieces]
+    return checked, [CheckedError(e.message, span_of(e.start, e.end)) for e in errors]
+
+
+def parse_template(s: Str) -> tuple[list[CheckedPlaceholder], list[CheckedError]]:
+    """Placeholders of a string literal and any malformed braces, with source spans."""
+    pieces, errors = parse_template_pieces(s)
+    return [p for p in pieces if isinstance(p, CheckedPlaceholder)], errors

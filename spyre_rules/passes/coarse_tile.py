@@ -27,8 +27,9 @@ Group forms (all may be mixed in one list):
   tiles one dim per op: its iterations take tile i of every dim it lists, so two
   dims in one level would cover only the diagonal tiles, and are refused);
 * ``(ops, [(hint_id, K, is_reduction_level), ...])`` -- levels resolved per op
-  through ``op.dim_hints`` (``DimHint.host_dim``), as produced by
-  ``hints_to_coarse_tile_groups`` and the automatic planner (``(hint_id, K)``
+  through ``op.dim_hints`` (``DimHint.host_dim``): the group record
+  ``TileGroup(ops, [GroupLevel, ...])`` (engine/records.py) that
+  ``hints_to_coarse_tile_groups`` and the automatic grouping produce (``(hint_id, K)``
   pairs too).  The op's DimHint decides the dim (``is_reduction`` included) and
   must agree on K; a DimHint without a dim (``host_dim`` None) keeps the op
   loop-invariant in that level.
@@ -63,6 +64,7 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
+from spyre_rules.engine.records import GroupLevel
 from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
@@ -83,17 +85,15 @@ class CoarseTileError(SpyreRulesError, RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class _Explicit:
-    count: int
+    """A level given by explicit dims (the ``(ops, K[, dims])`` and ``(K, [dims])`` forms)."""
+
+    split: int
     dims: tuple[int, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class _Hinted:
-    count: int
-    hint_id: Any
-
-
-_Level = _Explicit | _Hinted
+# A level resolved per op through its DimHint is the group record's own GroupLevel
+# (engine/records.py), its split normalised to an int.
+_Level = _Explicit | GroupLevel
 
 
 @dataclasses.dataclass
@@ -158,7 +158,8 @@ def normalize_group(
         ):
             levels.append(_Explicit(_count(entry[0], at), _dims(entry[1], at)))
         elif isinstance(entry, (list, tuple)) and len(entry) in (2, 3) and _is_count(entry[1]):
-            levels.append(_Hinted(_count(entry[1], at), entry[0]))
+            levels.append(GroupLevel(entry[0], _count(entry[1], at),
+                                     bool(entry[2]) if len(entry) == 3 else False))
         else:
             raise CoarseTileError(
                 f"coarse_tile: {at}: {entry!r} is neither (count, [dims]) nor "
@@ -209,28 +210,28 @@ def _reduction_error(
 
 def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) -> list[int]:
     """Positions in ``op.data.ranges`` tiled by ``level`` (raises for reduction dims)."""
-    if isinstance(level, _Hinted):
+    if isinstance(level, GroupLevel):
         hint = _dim_hint(op, level.hint_id, where)
-        if int(hint.split_count) != level.count:
+        if int(hint.split_count) != level.split:
             raise CoarseTileError(
-                f"coarse_tile: {where}: count {level.count} disagrees with the DimHint of "
+                f"coarse_tile: {where}: count {level.split} disagrees with the DimHint of "
                 f"{op_description(op)} for hint id {level.hint_id!r} (count {hint.split_count})"
             )
         if hint.host_dim is None:
             return []
-        if hint.is_reduction and level.count == 1:
+        if hint.is_reduction and level.split == 1:
             return []  # one tile covers the whole reduction: nothing to accumulate
         if hint.is_reduction:
             size = red[hint.host_dim] if 0 <= hint.host_dim < len(red) else "?"
-            raise _reduction_error(op, hint.host_dim, size, level.count, where, hint.dim_names)
+            raise _reduction_error(op, hint.host_dim, size, level.split, where, hint.dim_names)
         dims: tuple[int, ...] = (hint.host_dim,)
     else:
         dims = level.dims
-    if level.count == 1:  # one tile covers a reduction dim whole: nothing to accumulate
+    if level.split == 1:  # one tile covers a reduction dim whole: nothing to accumulate
         dims = tuple(d for d in dims if not n_out <= d < n_out + len(red))
     for d in dims:
         if n_out <= d < n_out + len(red):
-            raise _reduction_error(op, d - n_out, red[d - n_out], level.count, where)
+            raise _reduction_error(op, d - n_out, red[d - n_out], level.split, where)
         if not 0 <= d < n_out:
             raise CoarseTileError(
                 f"coarse_tile: {where}: dim {d} is out of range for {op_description(op)} "
@@ -238,12 +239,12 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
             )
     if len(set(dims)) != len(dims):
         raise CoarseTileError(f"coarse_tile: {where}: dims {list(dims)} repeat a dim")
-    if len(dims) > 1 and level.count > 1:
+    if len(dims) > 1 and level.split > 1:
         # Iteration i of a level takes tile i of every dim it tiles, so tiling two
         # dims of one op in one level would run only the diagonal tiles.
         raise CoarseTileError(
             f"coarse_tile: {where}: one loop level cannot tile several dims {list(dims)} of "
-            f"{op_description(op)} by {level.count}: its {level.count} iterations would cover "
+            f"{op_description(op)} by {level.split}: its {level.split} iterations would cover "
             f"only the diagonal tiles; give each dim its own level"
         )
     return list(dims)
@@ -346,22 +347,22 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
         where = f"group {index} level {li}"
         dims = _level_dims(op, level, len(ranges), red, where)
         for d in dims:
-            if ranges[d] % level.count:
+            if ranges[d] % level.split:
                 full = (
                     "" if ranges[d] == old[d]
                     else f" per tile of the outer levels (full size {old[d]})"
                 )
                 raise CoarseTileError(
-                    f"coarse_tile: {where}: count {level.count} does not divide dim {d} "
+                    f"coarse_tile: {where}: count {level.split} does not divide dim {d} "
                     f"(size {ranges[d]}{full}) of {op_description(op)}"
                 )
-            ranges[d] //= level.count
+            ranges[d] //= level.split
         tiled.append(dims)
     layout = _plan_layout(op, old, ranges) if ranges != old else None
     return _OpPlan(
         op=op,
         group_id=(index,) + (0,) * (len(levels) - 1),
-        counts=[sympy.Integer(level.count) for level in levels],
+        counts=[sympy.Integer(level.split) for level in levels],
         tiled=tiled,
         ranges=ranges,
         layout=layout,

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch._inductor import ir
 
+from spyre_rules.engine.records import TileGroup
 from spyre_rules.ir.graph_state import graph_state
 
 __all__ = ["read_names", "split_groups_at_host_steps", "spyre_operations"]
@@ -53,9 +54,9 @@ def split_groups_at_host_steps(graph: Any, groups: list[Any]) -> list[Any]:
                     for member in ordered:
                         record = state.plan.get(member.get_name())
                         if record is not None:
-                            record.setdefault("split_at_host_steps", [])
-                            record["split_at_host_steps"] += [
-                                n for n in names if n not in record["split_at_host_steps"]]
+                            seen = list(record.split_at_host_steps or ())
+                            state.plan[member.get_name()] = record.with_split_at_host_steps(
+                                seen + [n for n in names if n not in seen])
             pieces[-1].append(op)
-        out.extend((piece, levels) for piece in pieces)
+        out.extend(TileGroup(piece, levels) for piece in pieces)
     return out

@@ -8,15 +8,19 @@ docs/layout_model.md §5.1 "Pass wiring"):
 2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
    stamps its synthetic hints, so only user hints count;
 3. automatic groups, unless ``config.ignore_span_overflow_hints`` or
-   ``config.ignore_wsr_hints``: the rule engine's grouping (``group_operations``,
-   the ``span_overflow_groups`` adapter).  The engine skips ops that carry user
+   ``config.ignore_wsr_hints``: the rule engine's grouping decision
+   (``decide_groups``), whose synthetic hints this pass stamps
+   (``hints.apply_automatic_hints``).  The rules pass ops that carry user
    ``dim_hints`` (rules/grouping.rules ``user_hinted``), so user hints win per op;
+   that is the rules' decision alone -- a policy that also tiles a user-hinted op
+   automatically is refused, never silently resolved;
 4. all groups sorted by the position of their first op, then applied by
    ``tile_groups(graph, groups)`` (coarse_tile + insert_tiling_propagation; owned
    by ``spyre_rules.passes.tiling_propagation``).
 
 Every ComputedBuffer's plan record (``graph_state(graph).plan``, written to
-``plan.json`` in the dump dir, in execution order) gets (:func:`record_decisions`):
+``plan.json`` in the dump dir, in execution order; ``passes/plan_record.py``) gets
+its :class:`Decision` from :func:`record_decisions`:
 ``decision`` ("plan" / "no plan" / "user hint"), ``source`` ("automatic" / "user
 hint" / None), ``levels`` -- ``[[host_dim, tiles], ...]`` the op's loop really runs
 (a conforming op runs the open run's split, not ``own_plan``), ``own_plan`` (the
@@ -45,12 +49,13 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
-from spyre_rules.engine.records import NO_PLAN
+from spyre_rules.engine.records import NO_PLAN, TileGroup
 from spyre_rules.errors import Unsupported
-from spyre_rules.hints import hints_to_coarse_tile_groups
+from spyre_rules.hints import apply_automatic_hints, hints_to_coarse_tile_groups
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
+from spyre_rules.passes.plan_record import Decision
 
 __all__ = [
     "AUTO",
@@ -68,7 +73,7 @@ __all__ = [
 USER = "user hint"
 AUTO = "automatic"
 
-Group = tuple[list[Any], list[Any]]
+Group = TileGroup  # engine/records.py: the one representation of a group
 
 
 def automatic_tiling_enabled() -> bool:
@@ -93,15 +98,10 @@ def sort_groups(operations: Sequence[Any], groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: min(position[id(op)] for op in g[0]))
 
 
-def _levels_of(op: Any, hint_ids: list[int]) -> list[list[int]]:
-    """``[[host_dim, split], ...]`` the op runs, per level (host dim None: loop-invariant)."""
+def _levels_of(op: Any, hint_ids: list[int]) -> tuple[tuple[int | None, int], ...]:
+    """``((host_dim, split), ...)`` the op runs, per level (host dim None: loop-invariant)."""
     by_id = {h.hint_id: h for h in getattr(op, "dim_hints", None) or []}
-    out = []
-    for hint_id in hint_ids:
-        hint = by_id.get(hint_id)
-        if hint is not None:
-            out.append([hint.host_dim, int(hint.split_count)])
-    return out
+    return tuple((by_id[i].host_dim, int(by_id[i].split_count)) for i in hint_ids if i in by_id)
 
 
 def record_decisions(
@@ -122,19 +122,18 @@ def record_decisions(
             record = plan.get(op.get_name())
             if record is None:
                 continue
-            record.update(
+            plan[op.get_name()] = record.with_decision(Decision(
                 decision=USER,
                 source=USER,
                 levels=_levels_of(op, ids),
                 reason=f"user spyre_hint group {g} (hint ids {ids})",
                 rule=None,
                 rule_message=None,
-                rule_trace=[],
-            )
+            ))
     user_ops = {op.get_name() for ops, _ in user_groups for op in ops}
     for op in untiled_hinted:
         if op.get_name() in plan:
-            plan[op.get_name()].update(_untiled_hint_record(op))
+            plan[op.get_name()] = plan[op.get_name()].with_decision(_untiled_hint_decision(op))
             user_ops.add(op.get_name())
     auto_group: dict[str, list[int]] = {}
     if outcome is not None:
@@ -142,32 +141,32 @@ def record_decisions(
             ids = [int(level[0]) for level in levels]
             for op in ops:
                 auto_group[op.get_name()] = ids
-    for name, record in plan.items():
+    for name, record in list(plan.items()):
         if name in user_ops:
             continue
         if outcome is None:
-            record.update(decision=NO_PLAN, source=None, levels=[], reason=_off_reason(),
-                          rule=None, rule_message=None, rule_trace=[])
+            plan[name] = record.with_decision(Decision(
+                decision=NO_PLAN, source=None, levels=(), reason=_off_reason(),
+                rule=None, rule_message=None))
             continue
-        record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
+        plan[name] = record.with_decision(_auto_decision(ops_by_name[name], outcome, auto_group.get(name)))
 
 
-def _untiled_hint_record(op: Any) -> dict:
+def _untiled_hint_decision(op: Any) -> Decision:
     """An op inside hint blocks none of whose levels tiles it: it runs once, in no loop."""
     names = sorted({n for h in op.dim_hints for n in h.dim_names})
-    return {
-        "decision": USER,
-        "source": USER,
-        "levels": [],
-        "reason": (f"in spyre_hint block(s) on {names} but has no dim of those names: not "
-                   "tiled, runs once outside the loop"),
-        "rule": None,
-        "rule_message": None,
-        "rule_trace": [],
-    }
+    return Decision(
+        decision=USER,
+        source=USER,
+        levels=(),
+        reason=(f"in spyre_hint block(s) on {names} but has no dim of those names: not "
+                "tiled, runs once outside the loop"),
+        rule=None,
+        rule_message=None,
+    )
 
 
-def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
+def _auto_decision(op: Any, outcome: Any, hint_ids: list[int] | None) -> Decision:
     """One op's record from the engine: the planner's decision, then the grouping step.
 
     ``rule`` names the rule that decided what the op runs: the grouping rule for a
@@ -187,18 +186,18 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
         decider, reason = decision.trace[-1], decision.reason
     else:
         decider, reason = step, step.message if step is not None else None
-    return {
-        "decision": decision.decision if decision is not None else NO_PLAN,
-        "source": AUTO if hint_ids is not None else None,
-        "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
-        "own_plan": ([list(s) for s in decision.plan.splits]
-                     if decision is not None and decision.plan is not None else None),
-        "hint_ids": hint_ids or [],
-        "reason": reason,
-        "rule": f"{decider.section}.{decider.rule}" if decider is not None else None,
-        "rule_message": decider.message if decider is not None else None,
-        "rule_trace": [s.as_dict() for s in trace],
-    }
+    return Decision(
+        decision=decision.decision if decision is not None else NO_PLAN,
+        source=AUTO if hint_ids is not None else None,
+        levels=_levels_of(op, hint_ids) if hint_ids is not None else (),
+        own_plan=(tuple(decision.plan.splits)
+                  if decision is not None and decision.plan is not None else None),
+        hint_ids=tuple(hint_ids or ()),
+        reason=reason,
+        rule=f"{decider.section}.{decider.rule}" if decider is not None else None,
+        rule_message=decider.message if decider is not None else None,
+        rule_trace=tuple(s.as_dict() for s in trace),
+    )
 
 
 def _record_refusal(graph: Any, message: str) -> None:
@@ -211,25 +210,42 @@ def _record_refusal(graph: Any, message: str) -> None:
     with V.set_graph_handler(graph):
         decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
-    for name, record in state.plan.items():
+    for name, record in list(state.plan.items()):
         d = decisions.get(name)
         if d is not None:
             last = d.trace[-1] if d.trace else None
-            record.update(
+            record = record.with_decision(Decision(
                 decision=d.decision,
-                levels=[list(s) for s in d.plan.splits] if d.plan is not None else [],
+                levels=tuple(d.plan.splits) if d.plan is not None else (),
                 reason=d.reason,
                 rule=f"{last.section}.{last.rule}" if last is not None else None,
                 rule_message=last.message if last is not None else None,
-                rule_trace=[s.as_dict() for s in d.trace],
-            )
-        record["graph_error"] = message
+                rule_trace=tuple(s.as_dict() for s in d.trace),
+            ))
+        state.plan[name] = record.with_graph_error(message)
 
 
 def untiled_hinted_ops(operations: Sequence[Any], user_groups: list[Group]) -> list[Any]:
     """Ops carrying user ``dim_hints`` that are in no user group: no level tiles them."""
     grouped = {id(op) for ops, _ in user_groups for op in ops}
     return [op for op in operations if getattr(op, "dim_hints", None) and id(op) not in grouped]
+
+
+def _check_user_hints_won(user_groups: list[Group], untiled: Sequence[Any], outcome: Any) -> None:
+    """Whether user hints win over automatic plans is the rules' decision
+    (rules/grouping.rules ``user_hinted``): an op the rules tiled automatically must
+    carry no user hints.  Python does not pick a winner; a policy that tiles a
+    user-hinted op is refused, naming the rule."""
+    hinted = {op.get_name() for ops, _ in user_groups for op in ops} | {op.get_name() for op in untiled}
+    for group in outcome.groups:
+        for op in group.ops:
+            if op.get_name() in hinted:
+                step = outcome.actions.get(op.get_name())
+                rule = f"{step.section}.{step.rule}" if step is not None else "(no rule)"
+                raise Unsupported(
+                    f"Cannot tile {op.get_name()}: it carries user spyre_hint dims, and grouping rule "
+                    f"`{rule}` also tiles it automatically; the rules must decide that manual hints "
+                    "win (rules/grouping.rules `user_hinted`)")
 
 
 def collect_groups(graph: Any) -> list[Group]:
@@ -240,19 +256,21 @@ def collect_groups(graph: Any) -> list[Group]:
     """
     operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
-    untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
+    untiled = untiled_hinted_ops(operations, user_groups)  # user hints only: none stamped yet
     outcome = None
     if automatic_tiling_enabled():
-        from spyre_rules.engine import group_operations
+        from spyre_rules.engine import decide_groups
 
         try:
             with V.set_graph_handler(graph):
-                outcome = group_operations(operations)
+                outcome = decide_groups(operations)
+            _check_user_hints_won(user_groups, untiled, outcome)
         except Unsupported as err:
             _record_refusal(graph, str(err))
             if isinstance(err, UnsupportedGraph):
                 raise
             raise UnsupportedGraph(str(err)) from err
+        apply_automatic_hints(operations, outcome)
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
     groups = sort_groups(operations, list(user_groups) + list(auto_groups))
@@ -273,8 +291,8 @@ def coarse_tiling_pass(graph: Any) -> None:
     """The pre-scheduling pass: :func:`run_pipeline`.
 
     ``capture_operations`` skips it (``backend/pass_lists.py``): a capture returns
-    the ops as the planners see them (hints stamped, nothing tiled, no synthetic
-    hints); callers run :func:`run_pipeline` on the captured graph themselves.
+    the ops as the planners see them (user hints stamped, nothing tiled, no
+    synthetic hints); callers run :func:`run_pipeline` on the captured graph themselves.
     """
     run_pipeline(graph)
 

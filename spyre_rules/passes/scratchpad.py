@@ -88,12 +88,13 @@ def scratchpad_planning(graph: Any) -> dict[str, int]:
             record = plan.get(op.get_name())
             if start + size > capacity:
                 if record is not None:
-                    record["scratchpad"] = (f"stays in HBM: {size} bytes at LX offset {start} "
-                                            f"exceed the {capacity}-byte capacity")
+                    plan[op.get_name()] = record.with_scratchpad(
+                        f"stays in HBM: {size} bytes at LX offset {start} "
+                        f"exceed the {capacity}-byte capacity")
                 continue
             op.layout.allocation = {"lx": start}
             placed[op.get_name()] = start
             end = start + size
             if record is not None:
-                record["scratchpad"] = {"lx": start, "size_bytes": size}
+                plan[op.get_name()] = record.with_scratchpad({"lx": start, "size_bytes": size})
     return placed

@@ -64,6 +64,7 @@ from spyre_rules.ir.loop_stamp import (
 )
 from spyre_rules.ir.op_identity import set_op_kind
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
+from spyre_rules.passes.plan_record import LoopRecord
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
 
 __all__ = [
@@ -180,10 +181,10 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
                                   tiled_reduction_dims=[[] for _ in stamp.tiled_dims]))
     state = graph_state(graph)
     state.layouts[name] = layout
-    record = dict(state.plan.get(op.get_name(), {}))
-    record.update({"op": name, "kind": COPY_KIND, "rule_trace": [],
-                   "description": f"{name} (copy of the {op.get_name()} tile into a full buffer)"})
-    state.plan[name] = record
+    description = f"{name} (copy of the {op.get_name()} tile into a full buffer)"
+    tiled = state.plan.get(op.get_name())
+    if tiled is not None:
+        state.plan[name] = tiled.copied_as(name, description, COPY_KIND)
     return buf
 
 
@@ -262,12 +263,12 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
         op = graph.get_buffer(name)
         record = state.plan.get(name)
         if record is not None:
-            record["loop"] = {
-                "loop_group_id": list(loop_group_id(op)),
-                "loop_count": [int(c) for c in loop_count(op)],
-                "loop_tiled_dims": loop_tiled_dims(op),
-                "propagation": what,
-            }
+            state.plan[name] = record.with_loop(LoopRecord(
+                loop_group_id=tuple(loop_group_id(op)),
+                loop_count=tuple(int(c) for c in loop_count(op)),
+                loop_tiled_dims=tuple(tuple(d) for d in loop_tiled_dims(op)),
+                propagation=what,
+            ))
     return done
 
 

@@ -91,7 +91,8 @@ def test_plan_records_are_placeholders_and_memory_is_mapped():
     ops = spyre_rules.capture_operations(lambda x: x.sum(-1) + 1, x)
     state = ops.state()
     assert set(state.plan) == {op.get_name() for op in ops}
-    assert all(r["decision"] == NO_PLAN and r["rule_trace"] == [] for r in state.plan.values())
+    assert all(r["decision"] == NO_PLAN and r["rule_trace"] == []
+               for r in (record.as_dict() for record in state.plan.values()))
     segments = list(state.memory.segments.values())
     assert all(s.address % 128 == 0 for s in segments)
     assert all(a.end <= b.address for a, b in zip(segments, segments[1:]))

@@ -108,7 +108,7 @@ def test_pre_scheduling_and_post_fusion_seams_run_registered_passes():
             seen_ops.append(op.get_name())
             # Every op already has its layout when the seam's passes run.
             assert op.get_name() in state.layouts
-            state.plan[op.get_name()]["rule_trace"].append("seen by test pass")
+            assert state.plan[op.get_name()].op == op.get_name()  # and its plan record
 
     def post_pass(nodes):
         seen_nodes.extend(n.node.get_name() for n in nodes)

@@ -25,10 +25,9 @@ import spyre_rules
 from spyre_rules.backend.capture import CapturedOperations
 from spyre_rules.backend.compile import compile_for_capture
 from spyre_rules.backend.pre_scheduling import capture_sink
-from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
-from spyre_rules.facts.stick_layout import dtype_info
+from spyre_rules.facts.tile_accesses import full_buffer_write, input_read_accesses, tiled_accesses
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
@@ -118,37 +117,29 @@ def _check_coords(what: str, device_size, coords, ranges: dict, itemsize: int, l
     return problems
 
 
-def span_problems(op, splits, limit: int) -> list[str]:
+def span_problems(op, splits, limit: int, all_reads: bool = False) -> list[str]:
     """What the verifier finds over a plan's real accesses: the per-tile output
-    buffer, every tile's full-buffer write and every tile's input reads (empty: safe)."""
+    buffer, every tile's full-buffer write and every tile's input reads (empty: safe).
+
+    Reads: Reductions only unless ``all_reads`` (a Pointwise op's reads are its run's
+    per-tile buffers or inputs laid out like its output), and not coordinates driven
+    by a reduction symbol -- output-range tiling cannot shrink those (docs/layout_model.md
+    §3.5: reduction-range tiling is a separate mechanism, not built yet)."""
     facts = op_facts(op)
     key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
     view = facts.output_view(key)
-    assert view, f"{op.get_name()}: per-tile view of {key} cannot be built: {view}"
+    if not view:  # a plan must have one; the oracle's brute force just skips the split
+        assert all_reads, f"{op.get_name()}: per-tile view of {key} cannot be built: {view}"
+        return [f"no per-tile view: {view}"]
     problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
                              view.range_map, view.itemsize, limit, {})
-    layout, write = op.layout, facts.write
-    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
     per_symbol = split_by_symbol(facts.symbol_dims, key)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
-    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
-    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
-                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
-    # Reads: Reductions only (a Pointwise op's reads are its run's per-tile
-    # buffers or inputs laid out like its output), and not coordinates driven by
-    # a reduction symbol -- output-range tiling cannot shrink those (docs/layout_model.md §3.5:
-    # reduction-range tiling is a separate mechanism, not built yet).
-    reads = facts.input_reads() if isinstance(op.data, ir.Reduction) else []
-    for read in reads:
-        dep, rl = facts.dep_of(read), read.layout
-        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                    dep.index, dep.ranges)
-        reduction_syms = set(dep.ranges) - set(write.ranges)
-        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
-        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
-        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
-                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
+    reads = all_reads or isinstance(op.data, ir.Reduction)
+    accesses, found = tiled_accesses(op, per_symbol, reads, write_what="full-buffer write")
+    problems += found
+    for access, ranges, steps in accesses:
+        problems += _check_coords(access.what, access.device_size, access.coords, ranges,
+                                  access.itemsize, limit, steps)
     return problems
 
 
@@ -157,3 +148,62 @@ def assert_span_safe(op, plan, limit: int) -> None:
     splits = plan.splits if hasattr(plan, "splits") else plan
     problems = span_problems(op, splits, limit)
     assert not problems, "\n".join(problems)
+
+
+def _offsets(coords, device_size, ranges: dict) -> tuple[list, Any]:
+    """Every point's device element offset on the grid of ``ranges`` (symbols by name)."""
+    import numpy as np
+
+    syms = sorted(ranges, key=str)
+    grids = np.meshgrid(*[np.arange(int(ranges[s])) for s in syms], indexing="ij")
+    strides = [int(np.prod([int(x) for x in device_size[d + 1:]])) for d in range(len(device_size))]
+    total = np.zeros([int(ranges[s]) for s in syms], dtype=np.int64)
+    for coord, stride in zip(coords, strides):
+        fn = sympy.lambdify(syms, sympy.sympify(coord), modules="numpy")
+        total = total + np.rint(np.asarray(fn(*grids), dtype=np.float64)).astype(np.int64) * stride
+    return syms, total
+
+
+def tiles_translate_by_enumeration(coords, device_size, ranges: dict, per_symbol: dict) -> bool:
+    """Independent of ``facts.translation``: evaluate every element's device offset and
+    check that tile ``t`` (``per_symbol``: tiled symbol -> split) is tile 0 moved by
+    ``sum_l t_l * stride_l``, one constant stride per tiled symbol -- what a counted
+    loop's affine offsets do."""
+    import numpy as np
+
+    syms, offsets = _offsets(coords, device_size, ranges)
+    tiled = [s for s in syms if per_symbol.get(s, 1) > 1]
+    if not tiled:
+        return True
+    shape = []
+    for s in syms:
+        k = per_symbol.get(s, 1)
+        shape += [k, int(ranges[s]) // k] if s in tiled else [int(ranges[s])]
+    blocks = offsets.reshape(shape)
+    tile_axes = [i + n for n, i in enumerate(syms.index(s) for s in tiled)]
+    blocks = np.moveaxis(blocks, tile_axes, list(range(len(tiled))))
+    first = blocks[(0,) * len(tiled)]
+    unit = []
+    for n in range(len(tiled)):
+        index = [0] * len(tiled)
+        index[n] = 1
+        unit.append(int((blocks[tuple(index)] - first).flat[0]))
+    for tile in itertools.product(*(range(per_symbol[s]) for s in tiled)):
+        moved = blocks[tile] - first
+        expected = sum(t * u for t, u in zip(tile, unit))
+        if moved.min() != expected or moved.max() != expected:
+            return False
+    return True
+
+
+def plan_translates(op, splits) -> bool:
+    """Every tile of ``splits`` moves the op's full-buffer write and each input read
+    rigidly (:func:`tiles_translate_by_enumeration` on each access)."""
+    facts = op_facts(op)
+    key = tuple(sorted((int(d), int(k)) for d, k in splits if k > 1))
+    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    accesses = [full_buffer_write(op), *input_read_accesses(op, zero_reduction=False)]
+    return all(tiles_translate_by_enumeration(
+                   a.coords, a.device_size, {s: int(r) for s, r in a.ranges.items()},
+                   {s: k for s, k in per_symbol.items() if s in a.ranges})
+               for a in accesses)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_rules.engine.compile import CTX, EvalError, ExprCompiler, Scope
+from spyre_rules.engine.compile import CTX, EvalError, ExprCompiler
 from spyre_rules.engine.values import Run, Tiling
 from spyre_rules.lang import ast as A
 from spyre_rules.lang import types as T
@@ -85,9 +85,7 @@ def has_type(value, t: T.Type) -> bool:
 def test_checker_and_engine_run_every_builtin_of_the_one_table_with_its_type():
     checker, calls = checked_calls()
     assert {c.func.name for c in calls} == set(BUILTINS)
-    compiler = ExprCompiler({}, {}, {}, generator_ref=None)
-    scope = Scope()
-    scope.names.update(op=("implicit", "op"), run=("implicit", "run"))
+    compiler = ExprCompiler({}, {}, checker.resolved, generator_ref=None)
     env = {"op": "buf0", "run": Run(True, frozenset(), [], Tiling.of([(1, 5)])), CTX: FakePlanner()}
     for call, (text, expected) in zip(calls, CALLS.items()):
         b = BUILTINS[call.func.name]
@@ -96,7 +94,7 @@ def test_checker_and_engine_run_every_builtin_of_the_one_table_with_its_type():
             assert typed == T.ListT(checker.expr_types[id(call.args[0])].elem), text
         else:
             assert typed == b.result, text
-        value = compiler.expr(call, scope)(env)
+        value = compiler.expr(call)(env)
         assert value == expected and has_type(value, typed), text
 
 
@@ -112,9 +110,9 @@ def test_arity_error_quotes_the_table_signature(name):
 
 
 def test_a_builtin_error_is_an_evaluation_error_at_the_call():
-    _, calls = checked_calls()
+    checker, calls = checked_calls()
     empty_min = dataclasses.replace(calls[1], args=[A.ListExpr(calls[1].args[0].span, [])])
-    fn = ExprCompiler({}, {}, {}, generator_ref=None).expr(empty_min, Scope())
+    fn = ExprCompiler({}, {}, checker.resolved, generator_ref=None).expr(empty_min)
     with pytest.raises(EvalError) as err:
         fn({})
     assert err.value.what == "`min` of an empty collection" and err.value.span == empty_min.span

@@ -8,7 +8,7 @@ import torch
 
 import spyre_rules
 from spyre_rules import Unsupported, config
-from spyre_rules.engine import group_operations
+from spyre_rules.hints import group_operations
 from spyre_rules.hints import DimHint
 from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 

@@ -12,7 +12,12 @@ tiled code performs:
 * each tile's write into the full output buffer (the output may be read outside
   the loop), per tile at its shifted symbols;
 * each tile's input reads over the whole inner device extent (coordinates driven
-  by a reduction symbol excepted: output-range tiling cannot shrink those).
+  by a reduction symbol excepted: output-range tiling cannot shrink those);
+
+and whose every tile is a rigid translation of the first for the full-buffer
+write and each read (each element's offset enumerated: tile t is tile 0 moved
+by one constant stride per tiled dim, what the loop's affine offsets do), so
+every plan the planner accepts is one codegen can address.
 
 The planner is ``Unsupported`` exactly when no combination exists; an op left
 without a plan must fit untiled or have no split of any output dim that fits.  Each program is captured once and planned at
@@ -26,19 +31,15 @@ import math
 import random
 
 import pytest
-import sympy
 import torch
 
 import spyre_rules
 import spyre_rules.engine
 from spyre_rules import config
 from spyre_rules.engine.api import evaluator
-from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_facts import op_facts
-from spyre_rules.facts.per_tile import split_by_symbol
-from spyre_rules.facts.stick_layout import dtype_info
 
-from helpers import _check_coords, by_name
+from helpers import by_name, plan_translates, span_problems
 
 PROGRAMS = 48
 LIMITS_PER_PROGRAM = 7
@@ -76,30 +77,7 @@ def _program(seed: int):
 
 def _problems(op, key, limit):
     """Every access the tiled code performs, measured by the verifier (empty: fits)."""
-    facts = op_facts(op)
-    view = facts.output_view(key)
-    if not view:
-        return [f"no per-tile view: {view}"]
-    problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
-                             view.range_map, view.itemsize, limit, {})
-    layout, write = op.layout, facts.write
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
-    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
-    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
-    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
-                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
-    for read in facts.input_reads():
-        dep, rl = facts.dep_of(read), read.layout
-        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
-                                    dep.index, dep.ranges)
-        reduction_syms = set(dep.ranges) - set(write.ranges)
-        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
-        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
-        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
-                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
-    return problems
+    return span_problems(op, key, limit, all_reads=True)
 
 
 def _cost(counts):
@@ -113,7 +91,7 @@ def brute_force(op, dims, limit, ev):
         if all(k == 1 for k in counts):
             continue
         key = tuple(sorted((d, k) for d, k in zip(dims, counts) if k > 1))
-        if not _problems(op, key, limit):
+        if not _problems(op, key, limit) and plan_translates(op, key):
             return key
     return None
 
@@ -164,6 +142,7 @@ def test_planner_equals_verifier_brute_force(seed):
                     got = decision.plan.splits if decision.plan else None
                     got = None if got is None else tuple(sorted((int(d), int(k)) for d, k in got))
                     assert got == expected, where
+                    assert got is None or plan_translates(op, got), where
 
 
 def test_a_plan_the_old_full_buffer_rule_refused():
@@ -178,3 +157,47 @@ def test_a_plan_the_old_full_buffer_rule_refused():
         assert tuple(decision.plan.splits) == ((0, 3), (1, 3))
         with ops.graph_context(0):
             assert _problems(by_name(ops, decision.op), ((0, 3), (1, 3)), 4096) == []
+
+
+# Reads that wrap (x.repeat(E, 1) reads row Mod(c0, R) of x): a split whose tiles are
+# not a whole number of repeats fits every span but moves the read by no constant
+# stride; the planner used to pick it and codegen then refused the program.
+WRAPPING = [((2, 64), 3, torch.float16, 512), ((2, 64), 3, torch.float32, 384),
+            ((3, 64), 4, torch.float16, 512), ((6, 96), 3, torch.float32, 1536)]
+
+
+@pytest.mark.parametrize("shape, repeats, dtype, limit", WRAPPING)
+def test_planner_equals_brute_force_on_wrapping_reads(shape, repeats, dtype, limit):
+    torch._dynamo.reset()
+    x = torch.randn(*shape).to(dtype)
+    ops = spyre_rules.capture_operations(lambda t: t.repeat(repeats, 1) * 2.0, x)
+    with config.patch(max_span_bytes=limit, sencores=1):
+        decisions = [d for d in spyre_rules.engine.plan_graph(ops) if d.decision != "no plan"]
+        assert decisions
+        ev = evaluator()
+        for decision in decisions:
+            op = by_name(ops, decision.op)
+            with ops.graph_context(0):
+                expected = brute_force(op, _search_dims(decision), limit, ev)
+                got = decision.plan.splits if decision.plan else None
+                got = None if got is None else tuple(sorted((int(d), int(k)) for d, k in got))
+                assert got == expected, decision.op
+                assert got is None or plan_translates(op, got), decision.op
+
+
+def test_a_split_that_fits_but_does_not_translate_is_skipped():
+    """x.repeat(3, 1) on (2, 64) fp16 at 512 B: {0: 2} (3 rows a tile) fits every span,
+    but tile 1 starts at row 1 of x and wraps to row 0: no constant stride moves it."""
+    torch._dynamo.reset()
+    x = torch.randn(2, 64).half()
+    ops = spyre_rules.capture_operations(lambda t: t.repeat(3, 1) * 2.0, x)
+    with config.patch(max_span_bytes=512, sencores=1):
+        decision = next(d for d in spyre_rules.engine.plan_graph(ops) if d.op == "buf0")
+        op = by_name(ops, decision.op)
+        with ops.graph_context(0):
+            assert _problems(op, ((0, 2),), 512) == []
+            assert not plan_translates(op, ((0, 2),))
+            assert tuple(decision.plan.splits) == ((0, 3),)
+            assert plan_translates(op, ((0, 3),))
+        failed = [s for s in decision.trace if s.section == "validation" and s.outcome == "fail"]
+        assert [(s.rule, str(s.values["tile"])) for s in failed] == [("tiles_translate", "{0: 2}")]

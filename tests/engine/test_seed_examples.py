@@ -205,7 +205,7 @@ def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
     (``read_tile_dim``), so the run's {0: 16} is {1: 16} on the BMM's dims -- its
     own plan: both share one loop of 16, each tiling its own dim."""
     from helpers import without_hints
-    from spyre_rules.engine import group_operations
+    from spyre_rules.hints import group_operations
 
     d = sympy.Symbol
     with without_hints(lm_head), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
@@ -231,7 +231,7 @@ def test_5_granite_lm_head_plans_at_the_real_limit():
     plan splits k too ({0: 2, 1: 2}); the BMM reduces k and cannot share that loop.
     It reads the restickified weight's full buffer after the loop with its own
     {1: 2}: every access to it, k-driven coordinates included, fits."""
-    from spyre_rules.engine import group_operations
+    from spyre_rules.hints import group_operations
 
     ops = capture_without_running(lambda x, w: F.linear(x, w),
                                   torch.empty(8, 4096, dtype=FP16),

@@ -91,7 +91,7 @@ def test_group_conformed_split_is_refused_by_the_veto(tmp_path, monkeypatch):
     """A grouping policy that conforms without asking `conforms` puts buf1 in buf0's
     {1: 5} run; every tile of buf1 would then span 16,384 bytes: the veto refuses
     the group before any hint is stamped, naming the grouping rule."""
-    from spyre_rules.engine import group_operations
+    from spyre_rules.hints import group_operations
     from spyre_rules import Unsupported
     from helpers import without_hints
 

@@ -5,12 +5,14 @@ A plain module with a unique name (several test folders have helpers).
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import spyre_rules
 from spyre_rules import config
 from spyre_rules.backend.capture import CapturedOperations
 from spyre_rules.executor.runtime import recent_kernels
+from spyre_rules.ir.errors import BackendCompileError, find_cause
 from spyre_rules.passes import pipeline
 from spyre_rules.program.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.spans import verify_spans
@@ -53,6 +55,15 @@ def run_auto(fn, *inputs, fallback="error", **cfg):
     return Run(out, [k for k in recent_kernels() if k.serial > before])
 
 
+def auto_refusal(fn, *inputs, **cfg) -> BackendCompileError:
+    """The ``BackendCompileError`` compiling ``fn`` with automatic tiling on raises."""
+    with pytest.raises(Exception) as info:
+        run_auto(fn, *inputs, **cfg)
+    cause = find_cause(info.value, BackendCompileError)
+    assert cause is not None, info.value
+    return cause
+
+
 def capture_auto(fn, *inputs, **cfg):
     """The ops after the pipeline: captured (a capture skips the pass, like every
     tiling pass), then ``run_pipeline`` on the captured graph under ``cfg``.
@@ -69,7 +80,8 @@ def capture_auto(fn, *inputs, **cfg):
 
 
 def records(ops):
-    return ops.state(0).plan
+    """Each op's plan record as ``plan.json`` shows it."""
+    return {name: record.as_dict() for name, record in ops.state(0).plan.items()}
 
 
 def span_violations(spec, limit):

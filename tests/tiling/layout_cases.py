@@ -9,6 +9,7 @@ can also assert on its loops.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from tiling_helpers import run_spyre, verify_program
 
@@ -48,3 +49,9 @@ def check(fn, shapes, names, dtype, mode):
     assert looped == (mode == "compact"), "compact mode keeps a counted loop, unrolled none"
     clear_tensor_dims()
     return compiled
+
+
+def case(program, shapes, names, dtype, mode, note=""):
+    """One ``check`` case as a pytest param, named by its program's factory and shapes."""
+    return pytest.param(program, shapes, names, dtype, mode,
+                        id=f"{program.__qualname__.split('.')[0]}-{shapes}-{dtype}-{mode}{note}")

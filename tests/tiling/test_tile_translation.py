@@ -217,13 +217,17 @@ def test_w1_automatic_plan_with_unit_tiles():
 # --------------------------------------------------------------------------- refusals
 
 
-def _refusal(fn, *xs, unroll=False, groups=()):
+def _refusal(fn, *xs, unroll=False, groups=(), error=TileTranslationError):
+    """The message of the ``error`` compiling ``fn`` raises (a HintError: and no
+    TileTranslationError, the hint pass refused it before codegen)."""
     torch._dynamo.reset()
     with pytest.raises(Exception) as info:
         with config.patch(unroll_loops=unroll), explicit_groups(*groups):
             run_spyre(fn, *xs)
-    err = find_cause(info.value, TileTranslationError)
+    err = find_cause(info.value, error)
     assert err is not None, info.value
+    if error is not TileTranslationError:
+        assert find_cause(info.value, TileTranslationError) is None
     return str(err)
 
 
@@ -233,13 +237,42 @@ def partial_sticks(x):
 
 
 @pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
-def test_r1_partial_stick_split_is_refused_at_compile_time(unroll):
-    from spyre_rules.hints import declare_tensor_dim, name_tensor_dims
+def test_r1_partial_stick_split_is_refused_when_hints_are_assigned(unroll):
+    """The hint pass asks the rigid-tile condition codegen proves (facts.translation)
+    of every read that moves with the loop, so R1 is refused before lowering."""
+    from spyre_rules.hints import HintError, declare_tensor_dim, name_tensor_dims
 
     declare_tensor_dim("A", 16)
     declare_tensor_dim("B", 64)
     x = name_tensor_dims(torch.randn(16, 64), ["A", "B"])
-    assert _refusal(partial_sticks, x, unroll=unroll) == (
+    assert _refusal(partial_sticks, x, unroll=unroll, error=HintError) == (
+        "buf0 (aten ops: mul.Tensor): spyre_hint(slices={'B': 4}) cannot be tiled: its tiles "
+        "of arg0_1 are not rigid translations of the first tile (a split through part of a "
+        "stick, or a read that wraps), so no constant per-iteration stride addresses them; "
+        "choose a split whose tiles the layout can express"
+    )
+
+
+def iota_added(x):
+    with spyre_hint(slices={"A": 2}):
+        return x + torch.arange(2048, dtype=x.dtype)
+
+
+def test_manual_hint_on_a_dim_the_op_computes_values_from_is_a_hint_error():
+    from spyre_rules.hints import HintError, declare_tensor_dim, name_tensor_dims
+
+    declare_tensor_dim("A", 2048)
+    x = name_tensor_dims(torch.randn(2048), ["A"])
+    assert _refusal(iota_added, x, error=HintError) == (
+        "buf4 (aten ops: add.Tensor): spyre_hint(slices={'A': 2}) cannot be tiled: it "
+        "computes a value from its index along a tiled dim (an iota or a mask), which every "
+        "tile would restart at 0; leave that dim untiled")
+
+
+def test_r1_partial_stick_split_is_refused_by_codegen_without_hints():
+    """The same tiling through explicit groups (no hint pass) meets codegen's proof."""
+    x = torch.randn(16, 64)
+    assert _refusal(lambda t: t * 2.0, x, groups=(([0], [(4, [1])]),)) == (
         "buf0 (aten ops: mul.Tensor): coarse tiling cannot address the tiles of tensor arg0_1 "
         "along dim 1 (per-tile extent 16, 16 elements per iteration of level 0): they are "
         "not rigid translations of the first tile: the tiled dim runs along the stick dim "
@@ -291,11 +324,12 @@ def test_non_wrapping_split_of_the_same_read_compiles():
 
 
 def test_tiled_read_through_a_merged_view_compact_and_unrolled():
-    """The op reads x (4, 32, 64) through a merged (4*32) dim, tiled by whole x rows
-    (32 of the 128 merged rows per tile); its moving read is derived over the
-    loop-wide extent, so every tile reads its own rows, compact and unrolled (it used
-    to be simplified with the per-tile range and left the allocation).  Automatic
-    tiling refuses this read at small limits: tests/pipeline/test_view_regressions.py."""
+    """C1's codegen side: the op reads x (4, 32, 64) through a merged (4*32) dim, tiled by
+    whole x rows (32 of the 128 merged rows per tile, a manual hint on M).  Its moving
+    read is derived over the loop-wide extent (floor(c0/32) kept), so tile t reads x[t],
+    compact and unrolled (it used to be simplified with the per-tile range and left the
+    allocation).  Automatic tiling refuses this read at small limits:
+    tests/pipeline/test_view_regressions.py."""
     from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
 
     x = torch.randn(4, 32, 64, generator=torch.Generator().manual_seed(0)).half()
@@ -313,8 +347,17 @@ def test_tiled_read_through_a_merged_view_compact_and_unrolled():
         with config.patch(unroll_loops=unroll):
             compiled = run_spyre(fn, x, y)
         _assert_equal(compiled.output, x.reshape(128, 64) + y)
-        assert any(s.tiled_symbols for s in compiled.op_specs()) or unroll
         verify_program(compiled)
+        if unroll:
+            assert len(compiled.op_specs()) == 4
+            continue
+        (kernel,) = compiled.kernels
+        assert loop_counts(kernel.specs) == [(4, ["add"])]
+        (spec,) = compiled.op_specs()
+        assert spec.tiled_symbols
+        read = next(a for a in spec.args if a.name == "arg0_1")
+        assert [str(c) for c in read.device_coordinates] == [
+            "Mod(c0, 32)", "0", "floor(c0/32)", "c1"]
 
 
 # --------------------------------------------------------------------------- the check itself

@@ -18,7 +18,7 @@ os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from layout_cases import check  # noqa: E402
+from layout_cases import case, check  # noqa: E402
 
 from spyre_rules.hints import spyre_hint  # noqa: E402
 
@@ -71,65 +71,59 @@ F16, F32 = torch.float16, torch.float32
 C, U = "compact", "unrolled"
 
 
-@pytest.mark.parametrize("m, n, k, dtype, mode", [
-    (256, 64, 4, F16, C),  # the issue's known first case
-    (256, 64, 4, F32, U),
-    (128, 128, 2, F16, U),
-    (128, 64, 2, F32, C),
+def _sc(m, n, k, dtype, mode, note=""):
+    return case(scale_transposed_copy(k), [(m, n), (m,)], [["Mt", "Nt"], ["Mt"]], dtype, mode, note)
+
+
+def _rt(a, b, k, dtype, mode):
+    return case(transposed_copy_round_trip(k), [(a, b)], [["A", "B"]], dtype, mode)
+
+
+def _rs(a, b, k, dtype, mode):
+    return case(restickify_inside_loop(k), [(a, b), (a,)], [["A", "B"], ["A"]], dtype, mode)
+
+
+def _as_is(a, b, k, dtype, mode):
+    # the copy is read in its own (transposed) dim order, tiled on its stick dim
+    return case(transposed_copy_used_transposed(k), [(a, b), (b, a)],
+                 [["A", "B"], ["B", "A"]], dtype, mode)
+
+
+def _t01(b, c, d, k, dtype, mode, note=""):
+    return case(transpose01_copy(k), [(b, c, d)], [["B", "C", "D"]], dtype, mode, note)
+
+
+def _t01_add(b, c, d, k, dtype, mode):
+    return case(transpose01_copy_then_add(k), [(b, c, d), (c, b, d)],
+                 [["B", "C", "D"], ["C", "B", "D"]], dtype, mode)
+
+
+@pytest.mark.parametrize("program, shapes, names, dtype, mode", [
+    _sc(256, 64, 4, F16, C, "-known-first-case"),  # the issue's known first case
+    _sc(256, 64, 4, F32, U),
+    _sc(128, 128, 2, F16, U),
+    _sc(128, 64, 2, F32, C),
+    _rt(4, 64, 2, F16, C),
+    _rt(64, 64, 4, F32, C),
+    _rt(16, 128, 8, F16, U),
+    _rt(128, 64, 2, F32, U),
+    _rs(4, 64, 2, F32, C),
+    _rs(128, 64, 2, F16, U),
+    _rs(256, 128, 4, F16, C),
+    _rs(64, 64, 2, F32, U),
+    _as_is(64, 64, 2, F16, C),
+    _as_is(128, 64, 2, F32, U),
+    _as_is(256, 128, 4, F16, U),
+    _as_is(256, 128, 4, F32, C),
+    _t01(2, 4, 64, 2, F16, C, "-c3"),  # the issue's C3 case
+    _t01(4, 8, 64, 4, F32, U),
+    _t01(3, 8, 128, 2, F16, U),
+    _t01(4, 4, 64, 2, F32, C),
+    _t01_add(2, 4, 64, 2, F16, U),
+    _t01_add(4, 8, 64, 4, F32, C),
 ])
-def test_scaled_transposed_copy(m, n, k, dtype, mode):
-    check(scale_transposed_copy(k), [(m, n), (m,)], [["Mt", "Nt"], ["Mt"]], dtype, mode)
-
-
-@pytest.mark.parametrize("a, b, k, dtype, mode", [
-    (4, 64, 2, F16, C),
-    (64, 64, 4, F32, C),
-    (16, 128, 8, F16, U),
-    (128, 64, 2, F32, U),
-])
-def test_transposed_copy_round_trip(a, b, k, dtype, mode):
-    check(transposed_copy_round_trip(k), [(a, b)], [["A", "B"]], dtype, mode)
-
-
-@pytest.mark.parametrize("a, b, k, dtype, mode", [
-    (4, 64, 2, F32, C),
-    (128, 64, 2, F16, U),
-    (256, 128, 4, F16, C),
-    (64, 64, 2, F32, U),
-])
-def test_restickify_inside_the_loop(a, b, k, dtype, mode):
-    check(restickify_inside_loop(k), [(a, b), (a,)], [["A", "B"], ["A"]], dtype, mode)
-
-
-@pytest.mark.parametrize("a, b, k, dtype, mode", [
-    (64, 64, 2, F16, C),
-    (128, 64, 2, F32, U),
-    (256, 128, 4, F16, U),
-    (256, 128, 4, F32, C),
-])
-def test_transposed_copy_read_as_is(a, b, k, dtype, mode):
-    """The copy is read in its own (transposed) dim order, tiled on its stick dim."""
-    check(transposed_copy_used_transposed(k), [(a, b), (b, a)],
-          [["A", "B"], ["B", "A"]], dtype, mode)
-
-
-@pytest.mark.parametrize("b, c, d, k, dtype, mode", [
-    (2, 4, 64, 2, F16, C),  # the issue's C3 case
-    (4, 8, 64, 4, F32, U),
-    (3, 8, 128, 2, F16, U),
-    (4, 4, 64, 2, F32, C),
-])
-def test_transpose01_copy(b, c, d, k, dtype, mode):
-    check(transpose01_copy(k), [(b, c, d)], [["B", "C", "D"]], dtype, mode)
-
-
-@pytest.mark.parametrize("b, c, d, k, dtype, mode", [
-    (2, 4, 64, 2, F16, U),
-    (4, 8, 64, 4, F32, C),
-])
-def test_transpose01_copy_consumed_in_the_loop(b, c, d, k, dtype, mode):
-    check(transpose01_copy_then_add(k), [(b, c, d), (c, b, d)],
-          [["B", "C", "D"], ["C", "B", "D"]], dtype, mode)
+def test_transposed_tiles_equal_eager(program, shapes, names, dtype, mode):
+    check(program, shapes, names, dtype, mode)
 
 
 def test_per_tile_layout_of_a_transposed_copy_keeps_its_memory_order(capture):

@@ -15,7 +15,7 @@ os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from layout_cases import check  # noqa: E402
+from layout_cases import case, check  # noqa: E402
 from tiling_helpers import explicit_groups, run_spyre  # noqa: E402
 
 from spyre_rules.hints import spyre_hint  # noqa: E402
@@ -51,34 +51,38 @@ def restickify_tiled_on_inner_dim(k):
     return fn
 
 
-@pytest.mark.parametrize("a, b, ka, kb, dtype, mode", [
-    (128, 256, 2, 2, F16, C),  # was refused: "cannot re-index a read ... through a view"
-    (128, 256, 2, 2, F32, U),
-    (128, 128, 2, 2, F16, U),
-    (64, 256, 2, 4, F32, C),
+AB = ["A", "B"]
+
+
+def _nested(a, b, ka, kb, dtype, mode, note=""):
+    return case(transposed_view_nested(ka, kb), [(a, b), (a, b)], [AB, AB], dtype, mode, note)
+
+
+def _inner(a, b, k, dtype, mode):
+    return case(transposed_view_inner_dim(k), [(a, b), (a, b)], [AB, AB], dtype, mode)
+
+
+def _restick(a, b, k, dtype, mode):
+    return case(restickify_tiled_on_inner_dim(k), [(a, b), (b,)], [AB, ["B"]], dtype, mode)
+
+
+@pytest.mark.parametrize("program, shapes, names, dtype, mode", [
+    # transposed view of a tile in nested loops
+    _nested(128, 256, 2, 2, F16, C, "-was-refused"),  # was refused: "cannot re-index a read ... through a view"
+    _nested(128, 256, 2, 2, F32, U),
+    _nested(128, 128, 2, 2, F16, U),
+    _nested(64, 256, 2, 4, F32, C),
+    # transposed view of a tile split on its inner dim
+    _inner(64, 256, 2, F16, C),
+    _inner(128, 128, 2, F32, U),
+    _inner(64, 256, 4, F32, C),
+    # restickify in a loop on the inner dim
+    _restick(4, 128, 2, F16, C),
+    _restick(64, 128, 2, F32, U),
+    _restick(64, 256, 4, F16, U),
 ])
-def test_transposed_view_of_a_tile_in_nested_loops(a, b, ka, kb, dtype, mode):
-    check(transposed_view_nested(ka, kb), [(a, b), (a, b)], [["A", "B"], ["A", "B"]],
-          dtype, mode)
-
-
-@pytest.mark.parametrize("a, b, k, dtype, mode", [
-    (64, 256, 2, F16, C),
-    (128, 128, 2, F32, U),
-    (64, 256, 4, F32, C),
-])
-def test_transposed_view_of_a_tile_split_on_its_inner_dim(a, b, k, dtype, mode):
-    check(transposed_view_inner_dim(k), [(a, b), (a, b)], [["A", "B"], ["A", "B"]],
-          dtype, mode)
-
-
-@pytest.mark.parametrize("a, b, k, dtype, mode", [
-    (4, 128, 2, F16, C),
-    (64, 128, 2, F32, U),
-    (64, 256, 4, F16, U),
-])
-def test_restickify_in_a_loop_on_the_inner_dim(a, b, k, dtype, mode):
-    check(restickify_tiled_on_inner_dim(k), [(a, b), (b,)], [["A", "B"], ["B"]], dtype, mode)
+def test_views_of_tiles_equal_eager(program, shapes, names, dtype, mode):
+    check(program, shapes, names, dtype, mode)
 
 
 def _transposed_reader(x):

@@ -1,0 +1,104 @@
+"""The ``legality`` section: which split counts of one host dim are legal (docs/rules_language.md §6.3).
+
+Both halves of the section kind: what it may contain and what the checker
+proves is the ``legality`` row of ``lang/sections.py`` (``SPECS``; guards before
+``splits``, requirements after it: E038); this module compiles it and runs it.
+
+Per (op, dim): the first ``reject`` guard that fires makes the dim untileable
+(``legal_splits`` is ``[]``); otherwise every split count ``k > 1`` of
+``splits`` is legal unless a ``require`` fails for it.  ``1`` is always legal.
+A ``let`` after ``splits`` may read the split variable, so its value is never
+shared between split counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from spyre_rules.lang import ast as A
+from spyre_rules.engine.compile import BASE, EvalError, Fn
+from spyre_rules.engine.program import ItemCompiler, Requirement, Rule
+
+__all__ = ["Legality", "LegalityEvaluation", "compile_legality"]
+
+
+@dataclasses.dataclass
+class Legality:
+    guards: list[Rule]
+    splits_key: int
+    splits: Fn
+    requires: list[Requirement]
+
+
+def compile_legality(ic: ItemCompiler, sec: A.Section) -> Legality:
+    guards: list[Rule] = []
+    requires: list[Requirement] = []
+    splits_key, splits = -1, None
+    after_splits = False
+    for item in sec.items:
+        if isinstance(item, A.LetItem):
+            # a let after `splits` may read the split variable: never share it
+            ic.let(item, shared=not after_splits)
+        elif isinstance(item, A.Decision):
+            guards.append(ic.rule("legality", item))
+        elif isinstance(item, A.SplitsItem):
+            splits = ic.c.expr(item.source)
+            splits_key = ic.c.slot(item.var)
+            after_splits = True
+        elif isinstance(item, A.Require):
+            requires.append(ic.require("legality", item))
+    assert splits is not None  # the checker requires one `splits` item
+    return Legality(guards, splits_key, splits, requires)
+
+
+class _Legality:
+    __slots__ = ("legal", "rejected", "guard")
+
+    def __init__(self, legal: list[int], rejected: dict[int, str], guard: tuple[str, str] | None):
+        self.legal = legal
+        self.rejected = rejected
+        self.guard = guard  # (rule, message) of a reject guard that fired
+
+
+class LegalityEvaluation:
+    """The planner's legality (mixed into ``planner.Evaluator``; cached per (op, dim))."""
+
+    _legality: dict[tuple[int, int], _Legality]
+
+    def legality(self, op: Any, dim: int) -> _Legality:
+        key = (id(op), dim)
+        found = self._legality.get(key)
+        if found is not None:
+            return found
+        self._keep_alive(op)
+        leg = self.program.legality
+        env = self.env(op=op, dim=dim)
+        fired = self.first_match(leg.guards, env, op)
+        if fired is not None:
+            result = _Legality([], {}, (fired[0].name, fired[1] or fired[0].name))
+        else:
+            try:
+                values = leg.splits(env)
+            except EvalError as err:
+                raise self._fail(op, "legality.splits", err) from None
+            legal, rejected = [1], {}
+            for k in sorted({v for v in values if v > 1}):
+                kenv = dict(env)
+                kenv[BASE] = env
+                kenv[leg.splits_key] = k
+                req = self.failing(leg.requires, kenv, op)
+                if req is None:
+                    legal.append(k)
+                else:
+                    rejected[k] = req.name
+            result = _Legality(legal, rejected, None)
+            self.record("legality", "splits", "legal", None, op=op, dim=dim, legal=legal,
+                        rejected=[f"{k}: {r}" for k, r in rejected.items()])
+        self._legality[key] = result
+        return result
+
+    def legal_splits(self, op: Any, dim: int) -> list[int]:
+        """The ``legal_splits`` builtin: ``[]`` when a legality guard fires."""
+        result = self.legality(op, dim)
+        return [] if result.guard is not None else list(result.legal)

@@ -1,0 +1,155 @@
+"""The ``search`` section: the cheapest legal, validated tiling of an op (docs/rules_language.md §6.4).
+
+Both halves of the section kind: the checker's half is the ``search`` row of
+``lang/sections.py`` (``SPECS``, ``BOUNDS``, the ``order`` / ``required`` /
+``cost`` binders and ``exhausted``); this module compiles it and runs it.
+
+The candidates' host dims are grouped and ordered by ``order``; a ``reject``
+guard may refuse the op; each dim's legal split counts are capped around its
+``required`` count (:func:`cap_splits`); the combinations are tried cheapest
+``cost`` first, up to ``max_combos``, and the first one validation accepts (and
+the span verifier does not veto) is the plan; none: ``exhausted``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from spyre_rules.errors import Unsupported
+from spyre_rules.lang import ast as A
+from spyre_rules.engine.compile import EvalError, Fn
+from spyre_rules.engine.program import ItemCompiler, Rule
+from spyre_rules.engine.records import ChunkingInfo, SpanOverflowTileLevel, SpanOverflowTilePlan
+from spyre_rules.engine.values import Combo, DimGroup, Tiling, sort_key
+
+__all__ = ["Search", "SearchEvaluation", "cap_splits", "compile_search"]
+
+
+@dataclasses.dataclass
+class Search:
+    bounds: dict[str, int]
+    order: tuple[Any, Fn]       # (binder slot, key)
+    required: tuple[Any, Fn]
+    cost: tuple[Any, Fn]
+    guards: list[Rule]
+    exhausted: Fn
+
+
+def compile_search(ic: ItemCompiler, sec: A.Section) -> Search:
+    guards: list[Rule] = []
+    binders: dict[type, tuple[Any, Fn]] = {}
+    exhausted: Fn | None = None
+    for item in sec.items:
+        if isinstance(item, A.LetItem):
+            ic.let(item)
+        elif isinstance(item, (A.OrderItem, A.RequiredItem, A.CostItem)):
+            value = item.key if not isinstance(item, A.RequiredItem) else item.value
+            binders[type(item)] = (ic.c.slot(item.var), ic.c.expr(value))
+        elif isinstance(item, A.Decision):
+            guards.append(ic.rule("search", item))
+        elif isinstance(item, A.ExhaustedItem):
+            exhausted = ic.c.template(item.message)
+    assert exhausted is not None
+    return Search(dict(ic.resolution.bounds), binders[A.OrderItem], binders[A.RequiredItem],
+                  binders[A.CostItem], guards, exhausted)
+
+
+def cap_splits(legal: list[int], required: int, max_splits: int, keep_smallest: int,
+               radius: int) -> list[int]:
+    """The split counts kept for one dim when there are too many (docs/layout_model.md §4.4):
+    the smallest ones, a window around the first count >= ``required``, then the
+    largest ones, in ascending order."""
+    if len(legal) <= max_splits:
+        return list(legal)
+    last = len(legal) - 1
+    selected = set(legal[:keep_smallest])
+    i = next((j for j, k in enumerate(legal) if k >= required), last)
+    selected.update(legal[max(0, i - radius): min(last, i + radius) + 1])
+    for k in reversed(legal):
+        if len(selected) >= max_splits:
+            break
+        selected.add(k)
+    return sorted(selected)[:max_splits]
+
+
+class SearchEvaluation:
+    """The planner's search (mixed into ``planner.Evaluator``)."""
+
+    def search(self, op: Any, found: list[tuple[str, Any]]) -> SpanOverflowTilePlan:
+        search = self.program.search
+        groups: dict[int, DimGroup] = {}
+        for index, (_, cand) in enumerate(found):
+            g = groups.get(cand.host_dim)
+            if g is None:
+                groups[cand.host_dim] = DimGroup(cand.host_dim, cand.span_bytes, index, [cand])
+            else:
+                groups[cand.host_dim] = DimGroup(g.dim, max(g.max_span_bytes, cand.span_bytes),
+                                                 g.first_index, [*g.spans, cand])
+        slot, order_key = search.order
+        try:
+            ordered = sorted(groups.values(),
+                             key=lambda g: sort_key(order_key(self.env(op=op) | {slot: g})))
+        except EvalError as err:
+            raise self._fail(op, "search.order", err) from None
+        dims = [g.dim for g in ordered]
+        self.record("search", "order", "dims", None, dims=dims)
+        fired = self.first_match(search.guards, self.env(op=op, dims=dims), op)
+        if fired is not None:
+            raise Unsupported(fired[1] or fired[0].name)
+
+        bounds = search.bounds
+        per_dim: list[list[int]] = []
+        slot, required_fn = search.required
+        for g in ordered:
+            try:
+                required = required_fn(self.env(op=op) | {slot: g})
+            except EvalError as err:
+                raise self._fail(op, "search.required", err) from None
+            result = self.legality(op, g.dim)
+            if result.guard is not None:
+                raise Unsupported(result.guard[1])
+            kept = cap_splits(result.legal, required, bounds["max_splits_per_dim"],
+                              bounds["keep_smallest_splits"], bounds["split_window_radius"])
+            self.record("search", "required", "splits", None, dim=g.dim, required=required, kept=kept)
+            per_dim.append(kept)
+
+        slot, cost_fn = search.cost
+        combos = [Combo(list(dims), list(counts)) for counts in itertools.product(*per_dim)]
+        try:
+            combos.sort(key=lambda c: sort_key(cost_fn(self.env(op=op) | {slot: c})))
+        except EvalError as err:
+            raise self._fail(op, "search.cost", err) from None
+        tried = 0
+        for combo in combos[: bounds["max_combos"]]:
+            if all(k == 1 for k in combo.counts):
+                continue
+            tile = Tiling.of(zip(combo.dims, combo.counts))
+            tried += 1
+            accepted, _ = self.validate(op, tile)
+            if accepted:
+                self.veto(op, tile, self.accepted_by())
+                return _plan(found, tile)
+        message = search.exhausted(self.env(op=op, dims=dims, tried=tried))
+        self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)
+        raise Unsupported(message)
+
+
+def _plan(found: list[tuple[str, Any]], tile: Tiling) -> SpanOverflowTilePlan:
+    levels = tuple(SpanOverflowTileLevel(d, k, False) for d, k in tile)
+    infos = []
+    for _, cand in found:
+        coord = getattr(cand, "coord", None)
+        infos.append(ChunkingInfo(
+            total_bytes=getattr(coord, "total_bytes", None),
+            per_core_span=cand.span_bytes,
+            core_split_estimate=1,  # no work division help assumed (docs/layout_model.md §3.4)
+            selected_device_dim_size=getattr(coord, "span_elems", None),
+            selected_device_span_stride_elems=getattr(coord, "inner_elems", None),
+            selected_host_dim=cand.host_dim,
+            stick_elems=getattr(coord, "stick_elems", None),
+            reason=cand.reason,
+        ))
+    reason = "; ".join(sorted({c.reason for _, c in found}))
+    return SpanOverflowTilePlan(levels, tuple(infos), reason)
