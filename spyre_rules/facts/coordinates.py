@@ -354,7 +354,27 @@ def host_coordinates(
                     f"{what}[{i}] = {list(raw)[i]!r} is not a non-negative integer "
                     f"(in {what} {list(raw)!r})"
                 )
-    return _host_coordinates(sizes, strides, index, var_ranges)
+    # One index reaches this from many facts (symbol dims, read host coords, alignment)
+    # and every op of a chain shares it; the sympy descent is the planner's top cost.
+    try:
+        key = (tuple(sizes), tuple(strides), sympy.sympify(index), tuple(var_ranges.items()))
+        hash(key)
+    except (TypeError, sympy.SympifyError):
+        return _host_coordinates(sizes, strides, index, var_ranges)
+    return list(_host_coordinates_cached(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _host_coordinates_cached(key: tuple[Any, ...]) -> tuple[sympy.Expr, ...]:
+    sizes, strides, index, items = key
+    return tuple(_host_coordinates(sizes, strides, index, dict(items)))
+
+
+def clear_caches() -> None:
+    """Forget memoised coordinates (benchmarks measuring cold caches; tests)."""
+    _coordinates_cached.cache_clear()
+    _host_coordinates_cached.cache_clear()
+    forward_coordinates.cache_clear()
 
 
 # --------------------------------------------------------------------------- host views: exact descent

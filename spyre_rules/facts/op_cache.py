@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from spyre_rules.facts import coordinates
 from spyre_rules.facts.snapshot import OpFacts, snapshot
 
 __all__ = ["clear_cache", "op_facts"]
@@ -45,4 +46,5 @@ def op_facts(op: Any) -> OpFacts:
 def clear_cache() -> None:
     """Forget every cached measurement (tests; never needed for correctness)."""
     _CACHE.clear()
+    coordinates.clear_caches()
 

@@ -136,7 +136,8 @@ def _reads_slot(self: OpFacts, tiling: Any = None) -> tuple:
 
 def _read_slot(self: OpFacts, read: Read, tiling: Any = None) -> tuple:
     dep = self.dep_of(read)
-    return (dep.name, str(dep.index), tuple(dep.ranges.items()), layout_fingerprint(read.layout),
+    # The index itself, not its text: printing a sympy index costs more than the lookup.
+    return (dep.name, dep.index, tuple(dep.ranges.items()), layout_fingerprint(read.layout),
             tiling_key(tiling))
 
 

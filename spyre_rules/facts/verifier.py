@@ -286,7 +286,12 @@ def _minmax(args: Sequence[Compiled], *, smallest: bool) -> Compiled:
 # Enumeration.
 
 
-def _positive_int(value: Any, what: str) -> int:
+def _positive_int(value: Any, what: Any) -> int:
+    """``what``: the name, or a callable giving it (printing sympy costs; only errors print)."""
+    if type(value) is int and value >= 1:
+        return value
+    if callable(what):
+        what = what()
     if isinstance(value, bool):
         raise VerifierError(f"{what} must be a positive integer, got {value!r}")
     try:
@@ -306,7 +311,7 @@ def _range_of(var_ranges: Mapping[Any, Any], sym: sympy.Symbol) -> int:
         if not matches:
             raise VerifierError(f"no range given for symbol {sym}")
         raw = matches[0]
-    return _positive_int(raw, f"range of {sym}")
+    return _positive_int(raw, lambda: f"range of {sym}")
 
 
 def _integral(value: Value, dim: int, coord: sympy.Expr) -> Any:
