@@ -6,7 +6,9 @@ or not), transposes/permutes made contiguous, views and reshapes (including ones
 whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too).  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
-the same dim, blocks whose ops do not all carry the hinted dim.
+the same dim, blocks whose ops do not all carry the hinted dim, and (about a
+third of the hints) splits of a dim an op of the block reduces -- a sum's axis or
+a matmul's K -- which compile to reduction levels with an accumulator.
 
 Each program renders to Python source with three functions sharing one op list:
 
@@ -55,6 +57,7 @@ class Op:
     bound: str  # magnitude-bound expression over b_<var> (and input vars for conditions)
     rounds: int = 1  # rounding steps this op adds to an element's error
     reduced: int = 0  # elements one output element sums over (fp32 accumulation)
+    reduced_names: tuple[str, ...] = ()  # named dims the op reduces (reduction-dim hints)
 
 
 @dataclasses.dataclass
@@ -306,7 +309,9 @@ class _Gen:
         expr = f"{v.var}.{kind}({arg})"
         bound = f"b_{v.var}.{bound_kind}({arg})"
         rounds = 2 if kind == "mean" else 1
-        return Op(self.tmp(shape, names), expr, bound, rounds, count if kind in ("sum", "mean") else 0)
+        reduced_names = tuple(v.names[d] for d in dims if v.names[d] is not None)
+        return Op(self.tmp(shape, names), expr, bound, rounds,
+                  count if kind in ("sum", "mean") else 0, reduced_names)
 
     def transpose(self, v: Value) -> Op | None:
         rank = len(v.shape)
@@ -401,7 +406,8 @@ class _Gen:
         else:
             w = self.new_input((k, n), (k_name, n_name))
             expr, bound = f"{v.var} @ {w.var}", f"b_{v.var} @ b_{w.var}"
-        return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k)
+        return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k,
+                  (k_name,) if k_name is not None else ())
 
     # --- the program
 
@@ -457,7 +463,18 @@ class _Gen:
                 names += [n for n in var.names if n is not None and n not in names]
         return names
 
+    def reduced_names(self, first: int, last: int) -> list[str]:
+        names: list[str] = []
+        for op in self.ops[first: last + 1]:
+            names += [n for n in op.reduced_names if n not in names]
+        return names
+
     def hint_dim(self, first: int, last: int, avoid: str | None = None) -> str | None:
+        # A third of the hints split a dim some op of the block reduces (a sum's axis,
+        # a matmul's K): a reduction level, accumulated across tiles.
+        reduced = [n for n in self.reduced_names(first, last) if n != avoid]
+        if reduced and self.rng.random() < 0.35:
+            return self.rng.choice(reduced)
         names = [n for n in self.block_names(first, last) if n != avoid]
         if not names or self.rng.random() < 0.1:
             names = [n for n in self.dims if n != avoid]

@@ -116,9 +116,13 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
 
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
     memory = MemoryMap()
-    names = list(state.host_inputs) + [
-        op.get_name() for op in graph.operations if isinstance(op, ir.ComputedBuffer)
-    ]
+    names = list(state.host_inputs)
+    for op in graph.operations:
+        if isinstance(op, ir.ComputedBuffer):
+            names.append(op.get_name())
+            acc = getattr(op, "accumulator", None)  # a reduction level's (passes/accumulators.py)
+            if acc is not None:
+                names.append(acc.name)
     for name in names:
         layout = state.layouts[name]
         if "lx" in layout.allocation:  # in the LX scratchpad (passes/scratchpad.py), not HBM

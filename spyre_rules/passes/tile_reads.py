@@ -87,19 +87,27 @@ class TileBuffer:
         return new
 
 
-def _step(op: Any, level: int, position: int, tile: int) -> int:
+def _step(op: Any, level: int, position: int, tile: int, reduction: bool = False) -> int:
     """Elements one iteration of ``level`` moves ``op``'s dim ``position`` (0: not tiled).
 
     The tile of the innermost level tiling the dim, times the counts of the
-    levels inside ``level`` that tile it again.
+    levels inside ``level`` that tile it again.  ``reduction``: ``position`` is a
+    reduction dim (``loop_tiled_reduction_dims``).
     """
-    if position not in op.loop_tiled_dims[level]:
+    levels = _levels(op, reduction)
+    if position not in levels[level]:
         return 0
     step = tile
     for inner in range(level + 1, len(op.loop_count)):
-        if position in op.loop_tiled_dims[inner]:
+        if position in levels[inner]:
             step *= int(op.loop_count[inner])
     return step
+
+
+def _levels(op: Any, reduction: bool) -> list[list[int]]:
+    if not reduction:
+        return op.loop_tiled_dims
+    return getattr(op, "loop_tiled_reduction_dims", None) or [[] for _ in op.loop_count]
 
 
 def _sizes(op: Any) -> list[list[int]]:
@@ -213,9 +221,13 @@ def _check_moves_with_tile(reader: Any, tile: TileBuffer, index: Any, args: list
     flat = [a for group in args for a in group]
     sizes = [s for group in _sizes(reader) for s in group]
     plain = sympy.sympify(to_plain_sympy(index))
+    n_out = len(args[0])
     for level in range(len(reader.loop_count)):
         shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p])
                  for p in reader.loop_tiled_dims[level]}
+        shift.update({flat[n_out + r]: flat[n_out + r] + _step(reader, level, r,
+                                                               sizes[n_out + r], True)
+                      for r in _levels(reader, True)[level]})
         moved = sympy.sympify(sympy.expand(plain.xreplace(shift) - plain))
         expected = tile.level_shift(level)
         if not moved.is_Integer:

@@ -5,7 +5,7 @@ Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:
 
-* **loop-invariant** (no level tiles any of its dims; hint groups never hold
+* **loop-invariant** (no level tiles any of its output or reduction dims; hint groups never hold
   one, explicit groups may): its buffer is the full buffer, rewritten whole in
   every iteration, so it is *not* ``per_tile_fixed``: a tiled reader in the loop
   moves over it with its own tile like over any full buffer.  (Marking it fixed
@@ -53,6 +53,7 @@ from torch._inductor.virtualized import V
 from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.passes.accumulators import attach_accumulators
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
 
@@ -162,10 +163,16 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     graph.operations.insert(graph.operations.index(op) + 1, buf)
     buf.origins = type(op.origins)(op.origins)
     buf.spyre_rules_kind = COPY_KIND
-    buf.loop_group_id = op.loop_group_id
-    buf.loop_count = list(op.loop_count)
-    buf.loop_tiled_dims = [list(d) for d in op.loop_tiled_dims]
-    buf.loop_tiled_reduction_dims = [[] for _ in op.loop_tiled_dims]
+    # The op's value is final only after its reduction levels (the finalise step),
+    # so the copy runs in the enclosing output levels only.
+    depth = next(
+        (level for level, dims in enumerate(op.loop_tiled_reduction_dims) if dims),
+        len(op.loop_count),
+    )
+    buf.loop_group_id = tuple(op.loop_group_id[:depth])
+    buf.loop_count = list(op.loop_count[:depth])
+    buf.loop_tiled_dims = [list(d) for d in op.loop_tiled_dims[:depth]]
+    buf.loop_tiled_reduction_dims = [[] for _ in range(depth)]
     state = graph_state(graph)
     state.layouts[name] = layout
     record = dict(state.plan.get(op.get_name(), {}))
@@ -178,7 +185,7 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
 def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]) -> str:
     name = op.get_name()
     layout = op.layout
-    if not any(op.loop_tiled_dims):
+    if not any(op.loop_tiled_dims) and not any(op.loop_tiled_reduction_dims):
         return "loop-invariant"
     outside = [r for r in readers if _top(r) != _top(op)]
     inside = [r for r in readers if _top(r) == _top(op)]
@@ -251,8 +258,10 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 "loop_group_id": list(op.loop_group_id),
                 "loop_count": [int(c) for c in op.loop_count],
                 "loop_tiled_dims": [list(d) for d in op.loop_tiled_dims],
+                "loop_tiled_reduction_dims": [list(d) for d in op.loop_tiled_reduction_dims],
                 "propagation": what,
             }
+    attach_accumulators(graph, [graph.get_buffer(name) for name in done])
     return done
 
 

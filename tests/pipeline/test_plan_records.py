@@ -42,7 +42,8 @@ def test_add_is_tiled_five_ways_on_host_dim_1():
     assert record["rule"] == "grouping.new_run"
     assert record["hint_ids"] == [10000]
     assert record["loop"] == {"loop_group_id": [0], "loop_count": [5],
-                              "loop_tiled_dims": [[1]], "propagation": "writes full buffer"}
+                              "loop_tiled_dims": [[1]], "loop_tiled_reduction_dims": [[]],
+                              "propagation": "writes full buffer"}
     rules = [(s["section"], s["rule"], s["outcome"]) for s in record["rule_trace"]]
     assert rules == [
         ("candidates", "output_span", "emit"),
