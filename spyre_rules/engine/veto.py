@@ -11,8 +11,9 @@ enumeration, sharing no reasoning with the span facts the rules read):
   its loop is copied tile by tile into it; the planner cannot see the
   consumers, so it is always measured);
 * a Reduction's input reads, every tile, over the whole inner device extent
-  (coordinates driven by a reduction symbol are left out: output-range tiling
-  cannot shrink them, docs/rules_language.md §6.2).
+  (coordinates driven by a reduction symbol the plan does not split are left
+  out: output-range tiling cannot shrink them, docs/rules_language.md §6.2; a
+  reduction level's symbol is measured per tile like an output one).
 
 Each non-stick device coordinate is measured on its own over its own symbols,
 for every tile (tile ``t`` reads a tiled symbol at ``s + t * R/k``; one tile
@@ -121,7 +122,7 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
     layout, write = getattr(op, "layout", None), facts.write
     if write is None or not hasattr(layout, "device_layout"):
         return problems + ["the write into the full output buffer cannot be derived"]
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    per_symbol = split_by_symbol(facts.split_dims, key)
 
     def tiled_ranges(all_ranges) -> tuple[dict, dict] | None:
         ranges, steps = {}, {}
@@ -147,7 +148,9 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
                 dep, rl = facts.dep_of(read), read.layout
                 coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
                                             dep.index, dep.ranges)
-                reduction_syms = set(dep.ranges) - set(write.ranges)
+                # reduction symbols the plan does not split are left out (output-range
+                # tiling cannot shrink them); a reduction level's are measured per tile
+                reduction_syms = set(dep.ranges) - set(write.ranges) - set(per_symbol)
                 coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
                 got = tiled_ranges(dep.ranges)
                 if got is None:
