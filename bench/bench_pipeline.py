@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES  # noqa: E402
+from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES  # noqa: E402
 from spyre_rules.commands.demo import MODELS  # noqa: E402
 from spyre_rules.examples import span_overflow  # noqa: E402
 from spyre_rules.passes import pipeline  # noqa: E402
@@ -58,7 +58,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    pipeline.register()
     print(f"{'model':16} {'auto':5} {'first call s':>13} {'tiling pass s':>14}")
     for name, factory in MODELS.items():
         model, inputs = getattr(span_overflow, factory)()

@@ -56,11 +56,11 @@ import torch.nn.functional as F  # noqa: E402
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
-from spyre_rules.backend.errors import BackendCompileError, find_cause  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
 from spyre_rules.executor.sympy_eval import ExprEvalError  # noqa: E402
+from spyre_rules.ir.errors import BackendCompileError, find_cause  # noqa: E402
 from spyre_rules.hints import (  # noqa: E402
     HintError,
     clear_tensor_dims,

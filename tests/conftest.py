@@ -66,7 +66,7 @@ def capture():
 @pytest.fixture
 def root_error():
     """The first exception of type ``cls`` in the chain Dynamo/Inductor wrapped around it."""
-    from spyre_rules.backend.errors import find_cause
+    from spyre_rules.ir.errors import find_cause
 
     def find(exc, cls):
         cause = find_cause(exc, cls)

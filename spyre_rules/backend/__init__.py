@@ -1,12 +1,14 @@
 """The ``spyre_rules`` torch.compile backend over real Inductor IR.
 
-Modules (one job each):
+The composition root: the only package that names the passes of the lower
+layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 
+* ``pass_lists``     -- the ordered pre-scheduling and post-fusion pass lists;
 * ``compile``        -- the backend function and the eager/error fallback;
 * ``context``        -- installs and restores every Inductor hook;
 * ``matmul``         -- mm/bmm/addmm/baddbmm -> ``batchmatmul`` Reductions;
 * ``pre_scheduling`` -- the seam before the Scheduler (support check, layouts,
-  restickify, plan records, registered passes, memory map, capture);
+  restickify, plan records, the pre-scheduling pass list, memory map, capture);
 * ``support`` / ``layouts`` / ``restickify`` -- the passes themselves;
 * ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
 * ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;

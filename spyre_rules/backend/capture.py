@@ -26,10 +26,10 @@ import torch
 from torch._inductor.virtualized import V
 
 from spyre_rules.backend.compile import compile_for_capture
-from spyre_rules.backend.errors import find_unsupported
-from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.backend.pre_scheduling import capture_sink
 from spyre_rules.engine.api import OWNER_GRAPH_ATTR
+from spyre_rules.ir.errors import find_unsupported
+from spyre_rules.ir.graph_state import graph_state
 
 __all__ = ["CapturedOperations", "capture_operations"]
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from spyre_rules import config
-from spyre_rules.backend.errors import (
+from spyre_rules.ir.errors import (
     BackendCompileError,
     UnsupportedGraph,
     find_cause,

@@ -42,12 +42,6 @@ from torch._inductor.sizevars import SizeVarAllocator
 from spyre_rules.backend import matmul, pre_scheduling
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
-# Registers the coarse-tiling seams: the tiling pre-scheduling pass (user-hint
-# and automatic groups -> coarse_tile + propagation + LX) and the counted-loop
-# post-fusion pass.
-import spyre_rules.passes.pipeline  # noqa: E402,F401
-import spyre_rules.scheduler  # noqa: E402,F401
-
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
 
 _LOCK = threading.RLock()

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 from torch._inductor import ir
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import RulesGraphState
-from spyre_rules.backend.ir_edit import drop_caches, op_description
 from spyre_rules.backend.support import static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState
+from spyre_rules.ir.ir_edit import drop_caches, op_description
 
 __all__ = ["assign_layouts", "choose_dim_order", "tiled_layout_for"]
 

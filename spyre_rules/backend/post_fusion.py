@@ -2,33 +2,24 @@
 
 Inductor calls it with the scheduler node list right after fusion (our
 Scheduling refuses every fusion, so each node is one ComputedBuffer) and before
-codegen.  Later issues plug node passes in here (e.g. wrapping coarse-tile loop
-groups into counted-loop nodes); each is ``fn(nodes) -> nodes``.
+codegen.  It runs ``pass_lists.POST_FUSION_PASSES`` in order; each is
+``fn(nodes) -> nodes``.
 
 The pass object must stay stateless: Inductor deep-copies and pickles it into
-its FX-cache key (design/inductor_integration.md pitfall 7).  The registered
-passes therefore live in a module-level list, not on the object.
+its FX-cache key (docs/inductor_integration.md pitfall 7).  The passes
+therefore live in a module-level list (``pass_lists.py``), not on the object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torch._inductor.custom_graph_pass import CustomSchedulerPass, get_hash_for_files
 
-__all__ = ["POST_FUSION_PASSES", "RulesPostFusionPass", "register_post_fusion_pass"]
+from spyre_rules.backend.pass_lists import POST_FUSION_PASSES
 
-PostFusionPass = Callable[[list[Any]], list[Any]]
-
-POST_FUSION_PASSES: list[PostFusionPass] = []
-
-
-def register_post_fusion_pass(fn: PostFusionPass) -> PostFusionPass:
-    if fn not in POST_FUSION_PASSES:
-        POST_FUSION_PASSES.append(fn)
-    return fn
+__all__ = ["RulesPostFusionPass"]
 
 
 class RulesPostFusionPass(CustomSchedulerPass):

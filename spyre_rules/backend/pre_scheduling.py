@@ -7,9 +7,10 @@ order:
 2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
-5. every pass in ``PRE_SCHEDULING_PASSES`` (the seam: hints, the rule engine and
-   coarse tiling plug in here; each is called as ``fn(graph)`` and may update the
-   op's plan record via ``graph_state(graph).plan``);
+5. every pass in ``pass_lists.PRE_SCHEDULING_PASSES``, in order (hints, then
+   coarse tiling; each is called as ``fn(graph)`` and may update the op's plan
+   record via ``graph_state(graph).plan``); a capture skips
+   ``pass_lists.SKIPPED_BY_CAPTURE``;
 6. ``plan_memory``      -- an HBM byte address for every buffer (memory_map.py);
 7. capture: ``capture_operations`` takes the operations exactly as they are now.
 
@@ -19,31 +20,26 @@ The seam can be reached twice for one graph (``codegen`` then
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from torch._inductor import ir
 
-from spyre_rules.backend.graph_state import RulesGraphState, graph_state
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.backend.layouts import assign_layouts
+from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES, SKIPPED_BY_CAPTURE
 from spyre_rules.backend.restickify import insert_restickify
 from spyre_rules.backend.support import check_supported
-from spyre_rules.codegen.memory_map import MemoryMap
+from spyre_rules.codegen.dump import dump_graph
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState, graph_state
+from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.program.memory_map import MemoryMap
 
 __all__ = [
-    "PRE_SCHEDULING_PASSES",
-    "register_pre_scheduling_pass",
     "run_pre_scheduling_passes",
     "NO_PLAN",
     "capture_sink",
     "CaptureComplete",
 ]
-
-PreSchedulingPass = Callable[[Any], None]
-
-#: The seam: passes run after layouts/restickify, before memory planning.
-PRE_SCHEDULING_PASSES: list[PreSchedulingPass] = []
 
 #: Plan decision of an op no planner has decided on (never a made-up decision).
 NO_PLAN = "no plan"
@@ -70,12 +66,6 @@ class capture_sink:  # noqa: N801 - used as a context manager, reads like a func
     def __exit__(self, *exc: object) -> None:
         global _capture_sink
         _capture_sink = self._saved
-
-
-def register_pre_scheduling_pass(fn: PreSchedulingPass) -> PreSchedulingPass:
-    if fn not in PRE_SCHEDULING_PASSES:
-        PRE_SCHEDULING_PASSES.append(fn)
-    return fn
 
 
 def op_kind(op: Any) -> str:
@@ -142,8 +132,18 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     assign_layouts(graph, state)
     insert_restickify(graph, state)
     record_plan(graph, state)
-    for fn in list(PRE_SCHEDULING_PASSES):
-        fn(graph)
+    capturing = _capture_sink is not None
+    try:
+        for fn in list(PRE_SCHEDULING_PASSES):
+            if capturing and fn in SKIPPED_BY_CAPTURE:
+                continue
+            fn(graph)
+    except UnsupportedGraph:
+        if any("graph_error" in record for record in state.plan.values()):
+            # The pipeline refused the graph and recorded why (passes/pipeline.py):
+            # no code follows, so this plan.json is the only place that says why.
+            dump_graph(graph, state)
+        raise
     plan_memory(graph, state)
     state.prepared = True
     if _capture_sink is not None:

@@ -27,14 +27,14 @@ from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import V, ops
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import RulesGraphState
-from spyre_rules.backend.ir_edit import op_description, rename_loads
-from spyre_rules.errors import CoordinateError
 from spyre_rules.codegen.access import access_coordinates
+from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.stick_layout import restickify_layout, within_stick_host_dim
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState
+from spyre_rules.ir.ir_edit import op_description, rename_loads
 
 __all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
 

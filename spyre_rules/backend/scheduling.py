@@ -23,17 +23,17 @@ from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import OrderedSet
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import RulesGraphState, graph_state
 from spyre_rules.codegen import source
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.accumulate import accumulation_specs
 from spyre_rules.codegen.build import build_op_spec, output_positions
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState, graph_state
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR, accumulators
 from spyre_rules import config
 from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
 __all__ = ["RulesKernel", "RulesScheduling"]
 

@@ -13,8 +13,8 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.ir_edit import op_description
 
 __all__ = ["check_supported", "static_ints"]
 

@@ -9,10 +9,10 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import graph_state
 from spyre_rules.codegen import source
 from spyre_rules.codegen.span_check import enforce, record_results
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import graph_state
 
 __all__ = ["RulesWrapperCodegen"]
 

@@ -1,2 +1,3 @@
-"""Code generation of the Spyre program: OpSpec/TensorArg/LoopSpec, their wrapper
-source, the memory map, sdsc_N.json / bundle.mlir and the dump directory."""
+"""Code generation of the Spyre program: OpSpec/TensorArg/LoopSpec (the program
+model, ``spyre_rules.program``) from scheduler nodes, their wrapper source,
+sdsc_N.json / bundle.mlir and the dump directory."""

@@ -28,11 +28,11 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.backend.errors import UnsupportedGraph
 from spyre_rules.codegen.access import access_coordinates
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.stick_layout import contiguous_strides
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 __all__ = ["INIT", "FINALIZE", "accumulation_specs"]
 

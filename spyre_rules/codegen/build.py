@@ -30,14 +30,14 @@ from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import RulesGraphState
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.codegen.access import access_coordinates
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.codegen.recorder import ProgramRecorder
 from spyre_rules.codegen.rigid_tiles import check_rigid_tiles
 from spyre_rules.errors import CoordinateError
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import RulesGraphState
+from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 __all__ = ["build_op_spec", "op_name", "output_positions"]
 
@@ -203,15 +203,18 @@ def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Loo
         add_var(sympy.Integer(extents[d]) if d in extents else s) if d in kept else sympy.S.Zero
         for d, s in enumerate(sizes)
     ]
-    reduction = [
+    # A unit reduction dim no level tiles gets index 0, not no index: the
+    # reduction's loader takes one index per reduced dim (Inductor's squeeze too).
+    reduction_index = [
         add_var(sympy.Integer(red_extents[r]) if r in red_extents else s)
         if r in kept_red else sympy.S.Zero
         for r, s in enumerate(rsizes)
     ]
+    reduction = [v for v in reduction_index if isinstance(v, sympy.Symbol)]
     with patch.object(ir.ConstantBuffer, "override_device", op.get_device()):
         body = LoopBody(
             op.get_store_function(),
-            [index, reduction] if op.get_reduction_type() else [index],
+            [index, reduction_index] if op.get_reduction_type() else [index],
             var_ranges,
             [v for v in index if isinstance(v, sympy.Symbol)],
             [v for v in reduction if isinstance(v, sympy.Symbol)],

@@ -13,7 +13,7 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, iter_op_specs
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, iter_op_specs
 
 __all__ = ["generate_bundle", "op_spec_json", "sdsc_files"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_rules.codegen.loops import arg_level_strides
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec
+from spyre_rules.program.op_spec import LoopSpec, OpSpec
 
 __all__ = ["generate_loop_bundle"]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
 __all__ = [
     "arg_level_strides",

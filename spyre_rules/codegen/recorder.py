@@ -18,9 +18,9 @@ import torch
 from torch._inductor.ops_handler import DefaultHandler
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.executor.pointwise import POINTWISE_OPS
 from spyre_rules.facts.coordinates import to_plain_sympy
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.program.pointwise import POINTWISE_OPS
 
 __all__ = ["Access", "ProgramRecorder", "Ref", "dtype_name"]
 

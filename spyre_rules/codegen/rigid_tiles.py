@@ -29,7 +29,7 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.backend.errors import UnsupportedGraph
+from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.codegen.loops import (
     arg_level_strides,
     arg_moves,
@@ -37,9 +37,9 @@ from spyre_rules.codegen.loops import (
     level_steps,
     shifted_symbols,
 )
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg, element_bytes
 from spyre_rules.errors import VerifierError
 from spyre_rules.facts.verifier import verify_spans
+from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
 
 __all__ = ["MAX_POINTS", "TileTranslationError", "check_rigid_tiles"]
 

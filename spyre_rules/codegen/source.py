@@ -13,8 +13,8 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, TensorPlacement
 from spyre_rules.facts.stick_layout import DataFormat
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, TensorPlacement
 
 __all__ = ["format_value", "format_program", "kernel_definition"]
 

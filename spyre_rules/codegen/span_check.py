@@ -40,9 +40,9 @@ from typing import Any
 import sympy
 
 from spyre_rules.codegen.loops import arg_moves, level_symbols
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.spans import coordinate_span_bound
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
 __all__ = [
     "DimCheck",

@@ -70,7 +70,7 @@ def _flat(value: Any) -> list[Any]:
 
 
 def _program_shape(items: list[Any]) -> list[Any]:
-    from spyre_rules.codegen.op_spec import LoopSpec
+    from spyre_rules.program.op_spec import LoopSpec
 
     return [{"loop": int(i.count), "body": _program_shape(i.body)} if isinstance(i, LoopSpec)
             else i.op for i in items]
@@ -78,7 +78,7 @@ def _program_shape(items: list[Any]) -> list[Any]:
 
 def _span_violations(kernels: list[Any], limit: int) -> list[str]:
     """Every generated access whose true span exceeds ``limit`` (independent verifier)."""
-    from spyre_rules.codegen.op_spec import element_bytes, iter_op_specs
+    from spyre_rules.program.op_spec import element_bytes, iter_op_specs
     from spyre_rules.spans import verify_spans
 
     found = []
@@ -121,12 +121,10 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
 
     import spyre_rules
     from spyre_rules import config
-    from spyre_rules.backend.errors import BackendCompileError
+    from spyre_rules.ir.errors import BackendCompileError
     from spyre_rules.examples import span_overflow
     from spyre_rules.executor.runtime import recent_kernels
-    from spyre_rules.passes import pipeline
 
-    pipeline.register()
     limit = max_span_bytes or span_overflow.DEMO_MAX_SPAN_BYTES
     model, inputs = getattr(span_overflow, MODELS[model_name])()
     out.mkdir(parents=True, exist_ok=True)

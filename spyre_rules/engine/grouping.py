@@ -161,7 +161,7 @@ class _Grouper:
 
 def _hints(op: Any, levels: list[Level], ids: list[int]) -> list[Any]:
     """One synthetic DimHint per level: the op's loop variable of that host dim."""
-    from spyre_rules.hints import DimHint
+    from spyre_rules.ir.dim_hint import DimHint
 
     snapshot = facts.op_facts(op)
     positions = snapshot.position_vars or []

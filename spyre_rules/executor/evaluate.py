@@ -35,11 +35,11 @@ from typing import Any
 
 import torch
 
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg, element_bytes
 from spyre_rules.executor import dtypes, reductions, views
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
-from spyre_rules.executor.pointwise import apply_pointwise
 from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
+from spyre_rules.program.pointwise import apply_pointwise
 
 __all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
 

@@ -30,11 +30,11 @@ from spyre_rules.codegen.loops import (
     level_symbols,
     shifted_symbols,
 )
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.evaluate import run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
 __all__ = ["LoopAddressError", "check_affine", "run_items", "CHECK_ITERATIONS"]
 

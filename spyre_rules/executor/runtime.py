@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
 from spyre_rules.executor import dtypes, views
-from spyre_rules.executor.loops import check_affine, run_items
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
+from spyre_rules.executor.loops import check_affine, run_items
 from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
 
 __all__ = ["GraphDevice", "ProgramKernel", "rules_device", "rules_make_kernel", "recent_kernels"]
 

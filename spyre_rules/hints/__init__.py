@@ -6,9 +6,9 @@
 * ``assign``     -- the ``assign_dim_hints`` pre-scheduling pass (``DimHint``) and
   ``hints_to_coarse_tile_groups``.
 
-Importing this package registers ``assign_dim_hints`` at the pre-scheduling seam
-(it is idempotent per graph, so an explicit call from the pipeline as well is
-harmless).  It must run before the automatic planner and coarse tiling.
+``assign_dim_hints`` is the first pre-scheduling pass (``backend/pass_lists.py``):
+it must run before the automatic planner and coarse tiling.  It is idempotent
+per graph, so an explicit call from the pipeline as well is harmless.
 """
 
 from __future__ import annotations
@@ -41,18 +41,3 @@ __all__ = [
     "tensor_dim_names",
 ]
 
-
-def _register() -> None:
-    """Register the pass and keep it first: hints must be stamped before any planner
-    (which skips ops with ``dim_hints``) or coarse tiling runs, whatever the import order."""
-    from spyre_rules.backend.pre_scheduling import (
-        PRE_SCHEDULING_PASSES,
-        register_pre_scheduling_pass,
-    )
-
-    register_pre_scheduling_pass(assign_dim_hints)
-    PRE_SCHEDULING_PASSES.remove(assign_dim_hints)
-    PRE_SCHEDULING_PASSES.insert(0, assign_dim_hints)
-
-
-_register()

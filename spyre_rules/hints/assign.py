@@ -25,7 +25,6 @@ groups of ``hints_to_coarse_tile_groups`` are deterministic.  User hints start a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +32,10 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.hints.api import declared_tensor_dims
 from spyre_rules.hints.errors import HintError
+from spyre_rules.ir.dim_hint import DimHint
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints.named_dims import (
     HintAnnotations,
     OpDims,
@@ -47,30 +47,6 @@ from spyre_rules.hints.named_dims import (
 __all__ = ["DimHint", "assign_dim_hints", "hints_to_coarse_tile_groups", "hintable_ops"]
 
 _DONE_ATTR = "_spyre_rules_dim_hints_done"
-
-
-@dataclasses.dataclass(frozen=True)
-class DimHint:
-    """One loop level of one op.
-
-    ``dim_names``: the named dim(s) the level splits (``["A"]``; the automatic
-    planner uses ``["_span_overflow"]``).  ``split_count``: the loop trip count
-    (sympy Integer).  ``loop_var``: the op's loop symbol of that dim (None: the
-    level does not tile this op).  ``is_reduction``: the dim is a reduction dim.
-    ``hint_id``: the level's id, shared by all ops of the level.  ``host_dim``:
-    index into ``op.data.ranges`` (= output host dim), or into
-    ``op.data.reduction_ranges`` when ``is_reduction``; None with ``loop_var``.
-    """
-
-    dim_names: Sequence[str]
-    split_count: Any
-    loop_var: sympy.Symbol | None
-    is_reduction: bool
-    hint_id: int
-    host_dim: int | None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "split_count", sympy.Integer(self.split_count))
 
 
 def hintable_ops(operations: Sequence[Any]) -> list[Any]:

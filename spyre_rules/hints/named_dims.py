@@ -32,9 +32,9 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
-from spyre_rules.backend.ir_edit import op_description
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints.api import (
     LEVELS_KEY,
     NAMED_DIMS_KEY,

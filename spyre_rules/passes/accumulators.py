@@ -37,11 +37,10 @@ from typing import Any
 
 import torch
 
-from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.ir_edit import op_description
-from spyre_rules.backend.layouts import choose_dim_order
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
+from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.passes.combine import COMBINE
 
@@ -122,8 +121,8 @@ def reduction_levels(op: Any) -> list[int]:
 def _layout(op: Any, dtype: torch.dtype) -> FixedTiledLayout:
     size = [int(r) for r in op.data.ranges]
     try:
-        layout = fixed_tiled_layout(op.layout.device, dtype, size, None, 0,
-                                    choose_dim_order(size))
+        # the generic stick layout (stick on the last dim), whatever the op's own
+        layout = fixed_tiled_layout(op.layout.device, dtype, size)
     except LayoutError as exc:
         raise AccumulatorError(
             f"accumulator of {op_description(op)} (per-tile output {size}, {dtype}) has no "

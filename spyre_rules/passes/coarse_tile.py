@@ -65,8 +65,8 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
-from spyre_rules.backend.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.errors import LayoutError, SpyreRulesError
+from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.facts.stick_layout import (
     contiguous_strides,
     resize_device_layout,

@@ -1,7 +1,8 @@
 """The coarse-tiling pipeline pass: user-hint groups + automatic span-overflow groups.
 
 One pre-scheduling pass, ``coarse_tiling_pass(graph)``, placed right after the hint
-pass ``assign_dim_hints`` (seed 003 "Placement"; layout_model §5.1 "Pass wiring"):
+pass ``assign_dim_hints`` by the composition root (``backend/pass_lists.py``;
+docs/layout_model.md §5.1 "Pass wiring"):
 
 1. with ``config.coarse_tiling`` off it only records why every op has no plan;
 2. user-hint groups: ``hints_to_coarse_tile_groups`` -- taken *before* the engine
@@ -26,16 +27,14 @@ planner then grouping).  ``tile_groups`` adds ``loop`` and the scratchpad planne
 
 An ``Unsupported`` from the planner or the grouping (e.g. "Cannot auto-tile buf0:
 it reads already auto-tiled producer(s) ['buf1'] ...") is recorded (every op's own
-decision plus ``graph_error``; with a dump dir, plan.json is written at once since
-no code follows) and becomes ``UnsupportedGraph`` with the engine's message unchanged: the backend then raises it under
+decision plus ``graph_error``; with a dump dir the pre-scheduling seam writes that
+plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with the engine's message unchanged: the backend then raises it under
 ``fallback='error'`` or warns with it and runs the graph eagerly under
 ``fallback='eager'`` (backend/compile.py) -- never a silent fallback.
 
-Importing this module (or :func:`register`) registers the pass in place of the
-user-hint-only pass of ``tiling_propagation``; ``spyre-rules demo`` does so.  The
-backend itself has to import it for plain ``torch.compile`` users.  The scratchpad planner
-(``passes/scratchpad.py``) runs inside this pass, after tiling, because it sizes
-per-tile buffers (seed 003: ``scratchpad_planning`` after coarse tiling).
+Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
+The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.1).
 """
 
 from __future__ import annotations
@@ -46,11 +45,10 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
-from spyre_rules.backend.errors import UnsupportedGraph
-from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
 from spyre_rules.errors import Unsupported
-from spyre_rules.hints import assign_dim_hints, hints_to_coarse_tile_groups
+from spyre_rules.hints import hints_to_coarse_tile_groups
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import graph_state
 
 __all__ = [
     "AUTO",
@@ -61,7 +59,6 @@ __all__ = [
     "record_decisions",
     "run_pipeline",
     "sort_groups",
-    "register",
     "untiled_hinted_ops",
 ]
 
@@ -204,10 +201,9 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
 
 def _record_refusal(graph: Any, message: str) -> None:
     """The graph is refused: record every op's own decision (``plan_graph`` never
-    raises; "unsupported" carries the planner's message) plus ``graph_error``, and
-    write them to the dump dir now -- no code will be generated for this graph, so
-    this plan.json is the only place that says why."""
-    from spyre_rules.codegen.dump import dump_graph
+    raises; "unsupported" carries the planner's message) plus ``graph_error``.  No
+    code will be generated for this graph, so the pre-scheduling seam writes these
+    records to the dump dir at once (``backend/pre_scheduling.py``)."""
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
@@ -226,7 +222,6 @@ def _record_refusal(graph: Any, message: str) -> None:
                 rule_trace=[s.as_dict() for s in d.trace],
             )
         record["graph_error"] = message
-    dump_graph(graph, state)
 
 
 def untiled_hinted_ops(operations: Sequence[Any], user_groups: list[Group]) -> list[Any]:
@@ -272,15 +267,12 @@ def _records_in_graph_order(graph: Any) -> None:
 
 
 def coarse_tiling_pass(graph: Any) -> None:
-    """Pre-scheduling pass: :func:`run_pipeline`, except under ``capture_operations``.
+    """The pre-scheduling pass: :func:`run_pipeline`.
 
-    A capture returns the ops as the planners see them (hints stamped, nothing
-    tiled, no synthetic hints); callers run :func:`run_pipeline` on the captured graph themselves.
+    ``capture_operations`` skips it (``backend/pass_lists.py``): a capture returns
+    the ops as the planners see them (hints stamped, nothing tiled, no synthetic
+    hints); callers run :func:`run_pipeline` on the captured graph themselves.
     """
-    from spyre_rules.backend import pre_scheduling
-
-    if pre_scheduling._capture_sink is not None:
-        return
     run_pipeline(graph)
 
 
@@ -299,18 +291,3 @@ def run_pipeline(graph: Any) -> None:
 
     scratchpad_planning(graph)
 
-
-def register() -> None:
-    """Register the pass right after ``assign_dim_hints`` (idempotent).
-
-    It is the only pass that tiles: user-hint groups and automatic groups are
-    merged and applied together, so no group is tiled twice.
-    """
-    if coarse_tiling_pass in PRE_SCHEDULING_PASSES:
-        PRE_SCHEDULING_PASSES.remove(coarse_tiling_pass)
-    index = PRE_SCHEDULING_PASSES.index(assign_dim_hints) + 1 \
-        if assign_dim_hints in PRE_SCHEDULING_PASSES else 0
-    PRE_SCHEDULING_PASSES.insert(index, coarse_tiling_pass)
-
-
-register()

@@ -17,7 +17,7 @@ placed right before the op's own buffer.
 
 Placement (deliberately simple): per top-level loop group, first-fit in operation
 order, each buffer at the next 128-byte aligned offset (one stick, like HBM
-segments in codegen/memory_map.py) from 0; a buffer whose device size
+segments in program/memory_map.py) from 0; a buffer whose device size
 (``device_layout.size_in_bytes``) does not fit in ``config.lx_capacity_bytes`` after
 the ones already placed stays in HBM, and later smaller ones may still fit.
 
@@ -41,9 +41,9 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules import config
-from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.codegen.memory_map import ALIGNMENT
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.program.memory_map import ALIGNMENT
 from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR
 
 __all__ = ["lx_candidates", "scratchpad_planning"]

@@ -41,9 +41,9 @@ from torch._inductor.dependencies import MemoryDep, RecordLoadStore, index_vars_
 from torch._inductor.virtualized import V
 from torch.utils._sympy.functions import ModularIndexing
 
-from spyre_rules.backend.ir_edit import drop_caches, set_frozen
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates, to_plain_sympy
+from spyre_rules.ir.ir_edit import drop_caches, set_frozen
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.spans import coordinate_span_elems
 

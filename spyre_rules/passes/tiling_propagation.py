@@ -50,9 +50,9 @@ from typing import Any
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
-from spyre_rules.backend.graph_state import graph_state
-from spyre_rules.backend.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.ir.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.passes.accumulators import attach_accumulators
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads

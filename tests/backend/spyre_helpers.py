@@ -28,7 +28,7 @@ class Compiled:
         self.kernels = kernels
 
     def op_specs(self):
-        from spyre_rules.codegen.op_spec import iter_op_specs
+        from spyre_rules.program.op_spec import iter_op_specs
 
         return [spec for k in self.kernels for spec in iter_op_specs(k.specs)]
 

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 import spyre_rules
 from spyre_helpers import run_spyre
 
-from spyre_rules.codegen.op_spec import LoopSpec
 from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
+from spyre_rules.program.op_spec import LoopSpec
 
 TOL = {torch.float16: dict(atol=2e-3, rtol=2e-3), torch.float32: dict(atol=2e-5, rtol=2e-5)}
 

@@ -91,8 +91,8 @@ def test_backend_is_registered_by_name():
 def test_pre_scheduling_and_post_fusion_seams_run_registered_passes():
     from spyre_helpers import run_spyre
 
-    from spyre_rules.backend import post_fusion, pre_scheduling
-    from spyre_rules.backend.graph_state import graph_state
+    from spyre_rules.backend import pass_lists
+    from spyre_rules.ir.graph_state import graph_state
 
     seen_ops, seen_nodes = [], []
 
@@ -108,13 +108,13 @@ def test_pre_scheduling_and_post_fusion_seams_run_registered_passes():
         seen_nodes.extend(n.node.get_name() for n in nodes)
         return nodes
 
-    pre_scheduling.register_pre_scheduling_pass(pre_pass)
-    post_fusion.register_post_fusion_pass(post_pass)
+    pass_lists.register_pre_scheduling_pass(pre_pass)
+    pass_lists.register_post_fusion_pass(post_pass)
     try:
         x = torch.randn(4, 37)
         compiled = run_spyre(lambda x: torch.softmax(x, -1), x)
     finally:
-        pre_scheduling.PRE_SCHEDULING_PASSES.remove(pre_pass)
-        post_fusion.POST_FUSION_PASSES.remove(post_pass)
+        pass_lists.PRE_SCHEDULING_PASSES.remove(pre_pass)
+        pass_lists.POST_FUSION_PASSES.remove(post_pass)
     assert len(seen_ops) == 5 and seen_nodes == seen_ops  # no fusion: one node per op
     torch.testing.assert_close(compiled.output, torch.softmax(x, -1))

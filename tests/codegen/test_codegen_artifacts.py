@@ -16,9 +16,9 @@ import spyre_rules  # noqa: E402,F401
 from spyre_rules import config  # noqa: E402
 from spyre_rules.codegen import op_spec as op_spec_module  # noqa: E402
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files  # noqa: E402
-from spyre_rules.codegen.memory_map import MemoryMap  # noqa: E402
-from spyre_rules.codegen.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
 from spyre_rules.codegen.source import format_program, kernel_definition  # noqa: E402
+from spyre_rules.program.memory_map import MemoryMap  # noqa: E402
+from spyre_rules.program.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
 
 c0, c1 = sympy.symbols("c0 c1")
 

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backend"))
 from spyre_helpers import run_spyre  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.errors import find_cause  # noqa: E402
-from spyre_rules.codegen.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
+from spyre_rules.program.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
 from spyre_rules.codegen.span_check import (  # noqa: E402
     SpanCheckError,
     SpanOverflowWarning,

@@ -33,9 +33,9 @@ from spyre_rules.codegen.loops import (  # noqa: E402
     byte_address,
     level_symbols,
 )
-from spyre_rules.codegen.op_spec import LoopSpec, element_bytes  # noqa: E402
 from spyre_rules.codegen.span_check import check_kernel  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec, element_bytes  # noqa: E402
 from spyre_rules.spans import verify_spans  # noqa: E402
 
 TILED = [p for p in PROGRAMS if not p.unroll and p.name != "seed_nested_add_mul"]

@@ -6,11 +6,11 @@ import pytest
 import sympy
 import torch
 
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg
 from spyre_rules.executor import DeviceMemory, DeviceMemoryError, run_op_spec, stickify, unstickify
 from spyre_rules.executor import evaluate as evaluate_module
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.layout import generic_stick_layout
+from spyre_rules.program.op_spec import OpSpec, TensorArg
 
 c0, c1, c2 = sympy.symbols("c0 c1 c2")
 

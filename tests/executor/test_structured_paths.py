@@ -30,12 +30,12 @@ from test_differential import CASES  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.codegen.op_spec import OpSpec, TensorArg  # noqa: E402
 from spyre_rules.executor import DeviceMemory, run_op_spec, stickify, views  # noqa: E402
 from spyre_rules.executor import evaluate as evaluate_module  # noqa: E402
 from spyre_rules.executor.runtime import recent_kernels  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
 from spyre_rules.layout import generic_stick_layout  # noqa: E402
+from spyre_rules.program.op_spec import OpSpec, TensorArg  # noqa: E402
 
 
 def _bytes(value):

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 import spyre_rules
-from spyre_rules.backend.ir_edit import drop_caches, set_frozen
 from spyre_rules.facts import op_facts as facts
 from spyre_rules.facts.per_tile import per_tile_layout
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.ir_edit import drop_caches, set_frozen
 
 FP16 = torch.float16
 PRELUDE = Path(__file__).resolve().parents[2] / "rules" / "prelude.rules"

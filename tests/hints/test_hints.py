@@ -8,7 +8,7 @@ import torch
 from torch.fx import traceback as fx_traceback
 
 import spyre_rules
-from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints import (
     DimHint,
     HintError,

@@ -7,7 +7,7 @@ import sympy
 import torch
 
 import spyre_rules
-from spyre_rules.backend.ir_edit import op_description
+from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints import (
     DimHint,
     HintError,

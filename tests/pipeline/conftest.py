@@ -1,9 +1,8 @@
-"""Fixtures of the pipeline tests: the coarse-tiling pass is registered per test.
+"""Fixtures of the pipeline tests: the pipeline module per test, pass list restored.
 
-``spyre_rules.passes.pipeline`` registers its pass when imported (replacing the
-user-hint-only pass of ``tiling_propagation``).  Importing it at collection time
-would change every other test folder's compilations, so each test here imports
-it through the autouse fixture and the previous pass list is restored afterwards.
+The composition root (``backend/pass_lists.py``) places the coarse-tiling pass;
+each test gets ``spyre_rules.passes.pipeline`` through the autouse fixture, and
+the pass list is restored afterwards (a test may add or swap a pass).
 """
 
 from __future__ import annotations
@@ -24,14 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import pipeline_hel
 @pytest.fixture(autouse=True)
 def pipeline_pass():
     import spyre_rules  # noqa: F401  (registers the backend)
-    from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
+    from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES
     from spyre_rules.hints import clear_tensor_dims
-    import spyre_rules.backend.context  # noqa: F401  (registers the core passes first)
-
     saved = list(PRE_SCHEDULING_PASSES)
     from spyre_rules.passes import pipeline
 
-    pipeline.register()
     clear_tensor_dims()
     try:
         yield pipeline

@@ -10,9 +10,9 @@ import torch
 import spyre_rules
 from spyre_rules import config
 from spyre_rules.backend.capture import CapturedOperations
-from spyre_rules.codegen.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.executor.runtime import recent_kernels
 from spyre_rules.passes import pipeline
+from spyre_rules.program.op_spec import LoopSpec, element_bytes, iter_op_specs
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16

@@ -11,8 +11,8 @@ import sympy
 import torch
 
 from spyre_rules import config
-from spyre_rules.codegen.op_spec import LoopSpec, OpSpec
 from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
+from spyre_rules.program.op_spec import LoopSpec, OpSpec
 
 from pipeline_helpers import DEMO_LIMIT, assert_close, h, run_auto, span_violations
 

@@ -21,7 +21,7 @@ def sum0(a):
 
 
 def test_pass_runs_right_after_the_hint_pass(pipeline_pass):
-    from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES
+    from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES
     from spyre_rules.hints import assign_dim_hints
 
     assert PRE_SCHEDULING_PASSES[:2] == [assign_dim_hints, pipeline_pass.coarse_tiling_pass]

@@ -55,7 +55,7 @@ def test_auto_tiled_read_through_a_merged_view_is_refused_at_compile_time():
     every tile of 32 rows reads 8 KiB of x (2, 32, 64) and a tile of 16 rows is no
     rigid translation of the first one: no span-safe loop exists.  (It used to compile,
     derive the read over the per-tile range, fold floor(c0/32) to 0 and read past x.)"""
-    from spyre_rules.backend.errors import BackendCompileError, find_cause
+    from spyre_rules.ir.errors import BackendCompileError, find_cause
 
     x = torch.randn(2, 32, 64).to(torch.float16)
     with pytest.raises(Exception) as info:

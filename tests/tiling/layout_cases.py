@@ -13,8 +13,8 @@ import torch
 from tiling_helpers import run_spyre, verify_program
 
 from spyre_rules import config
-from spyre_rules.codegen.op_spec import LoopSpec
 from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims
+from spyre_rules.program.op_spec import LoopSpec
 
 def inputs(shapes, names, dtype, seed=0):
     clear_tensor_dims()
@@ -24,7 +24,8 @@ def inputs(shapes, names, dtype, seed=0):
         if dims is None:
             continue
         for n, size in zip(dims, x.shape):
-            declare_tensor_dim(n, size)
+            if n is not None:  # an unnamed dim
+                declare_tensor_dim(n, size)
         name_tensor_dims(x, dims)
     return xs
 

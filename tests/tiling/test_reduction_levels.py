@@ -18,10 +18,10 @@ import torch.nn.functional as F  # noqa: E402
 from tiling_helpers import loop_counts, run_spyre, verify_program  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.errors import find_cause  # noqa: E402
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files  # noqa: E402
-from spyre_rules.codegen.op_spec import LoopSpec, iter_op_specs  # noqa: E402
 from spyre_rules.codegen.source import kernel_definition  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec  # noqa: E402
 from spyre_rules.hints import (  # noqa: E402
     clear_tensor_dims,
     declare_tensor_dim,

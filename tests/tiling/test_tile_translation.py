@@ -26,11 +26,11 @@ from programs import Program  # noqa: E402
 from tiling_helpers import explicit_groups, loop_counts, run_spyre, verify_program  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.errors import find_cause  # noqa: E402
 from spyre_rules.codegen.bundle import generate_bundle  # noqa: E402
-from spyre_rules.codegen.op_spec import LoopSpec  # noqa: E402
 from spyre_rules.codegen.rigid_tiles import TileTranslationError  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims, spyre_hint  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -323,7 +323,7 @@ def test_tiled_read_through_a_merged_view_compact_and_unrolled():
 def _one_arg_spec(program, coords, device_size, tile):
     import sympy
 
-    from spyre_rules.codegen.op_spec import OpSpec, TensorArg
+    from spyre_rules.program.op_spec import OpSpec, TensorArg
     from spyre_rules.facts.stick_layout import DataFormat
 
     c0 = sympy.Symbol("c0", integer=True, nonnegative=True)

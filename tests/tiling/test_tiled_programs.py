@@ -16,9 +16,9 @@ from tiling_helpers import explicit_groups, loop_counts, run_spyre, verify_progr
 
 from spyre_rules import config  # noqa: E402
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files  # noqa: E402
-from spyre_rules.codegen.op_spec import LoopSpec  # noqa: E402
 from spyre_rules.codegen.source import kernel_definition  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec  # noqa: E402
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 

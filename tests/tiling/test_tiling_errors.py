@@ -14,8 +14,8 @@ import torch  # noqa: E402
 from tiling_helpers import explicit_groups, run_spyre  # noqa: E402
 
 from spyre_rules.backend.capture import capture_operations  # noqa: E402
-from spyre_rules.backend.errors import find_cause  # noqa: E402
 from spyre_rules.hints import HintError, clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
 from spyre_rules.scheduler import LoopGroupError, build_loop_scheduler_nodes  # noqa: E402

@@ -19,7 +19,7 @@ from layout_cases import check  # noqa: E402
 from tiling_helpers import run_spyre  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES  # noqa: E402
+from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES  # noqa: E402
 from spyre_rules.hints import DimHint, spyre_hint  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
 

@@ -18,8 +18,8 @@ import torch  # noqa: E402
 from layout_cases import check  # noqa: E402
 from tiling_helpers import explicit_groups, run_spyre  # noqa: E402
 
-from spyre_rules.backend.errors import find_cause  # noqa: E402
 from spyre_rules.hints import spyre_hint  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
 F16, F32 = torch.float16, torch.float32

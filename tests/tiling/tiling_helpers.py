@@ -17,9 +17,9 @@ import torch  # noqa: E402
 from spyre_helpers import Compiled, run_spyre  # noqa: E402,F401
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.backend.pre_scheduling import PRE_SCHEDULING_PASSES  # noqa: E402
-from spyre_rules.codegen.op_spec import LoopSpec, element_bytes, iter_op_specs  # noqa: E402
+from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec, element_bytes, iter_op_specs  # noqa: E402
 from spyre_rules.spans import verify_spans  # noqa: E402
 
 

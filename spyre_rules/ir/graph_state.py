@@ -29,7 +29,7 @@ class RulesGraphState:
     plan: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
-    #: the simulated HBM map (codegen.memory_map.MemoryMap), set last before scheduling.
+    #: the simulated HBM map (program.memory_map.MemoryMap), set last before scheduling.
     memory: Any = None
     #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).
     kernels: list[tuple[str, list[Any]]] = dataclasses.field(default_factory=list)

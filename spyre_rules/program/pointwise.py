@@ -1,7 +1,7 @@
 """torch implementations of Inductor's pointwise op names (OpsHandler semantics).
 
 Operands are tensors (or Python scalars) in *compute form*: half-precision
-values are held as float32 after rounding (see ``dtypes.py``), so each op here
+values are held as float32 after rounding (see ``executor/dtypes.py``), so each op here
 computes in float32 like Inductor's CPU kernels and eager's vectorized CPU
 kernels do; the result is rounded when it is converted or stored.
 """

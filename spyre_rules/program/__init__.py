@@ -1,0 +1,13 @@
+"""The program model: what codegen writes and the executor runs.
+
+* ``op_spec``    -- ``OpSpec`` / ``LoopSpec`` / ``TensorArg`` / ``TensorPlacement``
+  (the kernel program, docs/layout_model.md §5.5);
+* ``memory_map`` -- ``MemoryMap``, the simulated HBM byte map of one graph;
+* ``pointwise``  -- the pointwise op vocabulary of ``op_info`` programs and its
+  meaning (torch implementations): codegen accepts exactly these names, the
+  executor runs them.
+
+Passes, codegen, the scheduler and the executor import these records without
+importing codegen's builders.  Import the modules directly (this package imports
+nothing).
+"""

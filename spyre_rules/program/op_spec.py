@@ -1,0 +1,165 @@
+"""The generated Spyre program: OpSpec / TensorArg / LoopSpec (+ TensorPlacement).
+
+Formats follow seed 003 and layout_model §5.5.  A kernel is a list of
+``OpSpec | LoopSpec``; the wrapper source prints it with every sympy value as
+``sympify('...')`` (see ``codegen/source.py``), and the executor runs it.
+
+``OpSpec.iteration_space``: ``{symbol: (range, work_split)}`` in loop order --
+output symbols first, then reduction symbols (the Inductor iteration order,
+unit dims dropped).  Symbols are named ``c0, c1, ...``.
+
+``OpSpec.tiled_symbols``: **one list per loop level, innermost level first**
+(``[[c_inner...], [c_outer...]]``); empty for an op outside any ``LoopSpec``.
+This is the convention of the whole project (architecture.md, deliberate
+difference 3); the seed's flat outermost-first list is not used.
+
+``OpSpec.tiled_steps``: aligned with ``tiled_symbols``, how many elements each
+tiled symbol advances per iteration of its level; ``None`` (the usual case)
+means each symbol's per-tile range.  A dim tiled at two nested levels (nested
+hints on one dim) needs it: its outer level advances by the inner count times
+the per-tile range.  ``codegen.loops.level_steps`` resolves both forms.
+
+``TensorArg``: one *access* of a tensor by the op (a tensor read twice with
+different indices gives two TensorArgs).  ``device_coordinates`` are sympy
+expressions over the iteration symbols, one per device dim
+(layout_model §1.4); the byte address of an element is
+``allocation['hbm'] + sum(coord_d * device_strides[d]) * element_bytes`` with
+``device_strides`` the row-major strides of ``device_size`` and
+``element_bytes = 128 // elems_per_stick(device_dtype)``.  ``arg_index`` is the
+position of the tensor in the kernel's ``run(...)`` arguments.
+
+``OpSpec.op_info`` -- what the op computes (enough to execute it):
+
+* ``"program"``: a list of SSA entries; entry ``i`` defines value ``i`` and may
+  only use earlier values.  Each entry is a dict with ``"op"``:
+
+  - ``{"op": "load", "arg": a, "dtype": d}`` -- read ``args[a]`` (a TensorArg,
+    ``is_input=True``) at every iteration point; ``d`` is the host dtype.
+    Optional ``"masks": [m, ...]``: only lanes where every mask value is true
+    are read (the others yield 0 and are not bounds-checked) -- loads inside
+    ``masked`` bodies (padding, concatenation) read out of range otherwise.
+  - ``{"op": "constant", "value": v, "dtype": d}``
+  - ``{"op": "index_expr", "expr": e, "dtype": d}`` -- sympy expression of the
+    iteration symbols (iota, masks of pads).
+  - ``{"op": "to_dtype", "in": [x], "dtype": d}``
+  - ``{"op": "masked", "in": [mask, body_value], "other": v}`` -- ``where``.
+  - ``{"op": "reduction", "type": t, "in": [x] | [a, b], "dtype": d,
+    "src_dtype": s}`` -- reduces over the reduction symbols; ``t`` is one of
+    sum, prod, max, min, any, argmax, argmin, welford_reduce (value is the
+    triple mean, m2, weight) or batchmatmul (``in`` = the operand pair; sum of
+    products).  At most one reduction per op; it is the last computing entry.
+  - ``{"op": "getitem", "in": [x], "index": i}`` -- element of a tuple value.
+  - ``{"op": <name>, "in": [...]}`` -- an Inductor pointwise op (add, mul,
+    exp, where, lt, ...; the names of ``torch._inductor.ops_handler.OpsHandler``).
+
+* ``"store": {"arg": a, "value": v, "dtype": d}`` -- write value ``v`` through
+  ``args[a]`` (``is_input=False``), rounded to host dtype ``d``.
+* ``"reduction_symbols"``: the iteration symbols reduced over (``[]`` for a
+  pointwise op).
+
+Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Union
+
+import sympy
+from sympy import sympify  # re-exported: the wrapper source calls it
+
+from spyre_rules.facts.stick_layout import BYTES_IN_STICK, DataFormat
+
+__all__ = [
+    "DataFormats",
+    "LoopSpec",
+    "OpSpec",
+    "TensorArg",
+    "TensorPlacement",
+    "element_bytes",
+    "iter_op_specs",
+    "sympify",
+]
+
+#: The wrapper source spells device formats ``DataFormats.X`` like the reference.
+DataFormats = DataFormat
+
+
+def element_bytes(device_dtype: DataFormat) -> int:
+    """Bytes one element occupies in device memory (a stick is 128 bytes)."""
+    return BYTES_IN_STICK // device_dtype.elems_per_stick
+
+
+@dataclasses.dataclass
+class TensorArg:
+    is_input: bool
+    arg_index: int
+    device_dtype: DataFormat
+    device_size: list[int]
+    device_coordinates: list[sympy.Expr]
+    allocation: dict[str, int]
+    per_tile_fixed: bool = False
+    name: str | None = None
+    #: byte range ``(start, end)`` of the whole buffer when ``allocation`` is one
+    #: tile of it (an unrolled loop iteration); None: the allocation is the buffer.
+    #: Accesses are bounds-checked against both.
+    segment: tuple[int, int] | None = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        size = 1
+        for s in self.device_size[:-1]:
+            size *= int(s)
+        return BYTES_IN_STICK * size
+
+
+@dataclasses.dataclass
+class OpSpec:
+    op: str
+    is_reduction: bool
+    iteration_space: dict[sympy.Symbol, tuple[sympy.Expr, int]]
+    args: list[TensorArg]
+    op_info: dict[str, Any]
+    #: one list of symbols per loop level, innermost level first (see module doc)
+    tiled_symbols: list[list[sympy.Symbol]] = dataclasses.field(default_factory=list)
+    #: elements per iteration of each tiled symbol (aligned with tiled_symbols;
+    #: None = each symbol's range; see module doc)
+    tiled_steps: list[list[int]] | None = None
+
+
+@dataclasses.dataclass
+class LoopSpec:
+    count: sympy.Expr
+    body: list[Union[OpSpec, "LoopSpec"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorPlacement:
+    """Where a *host* tensor lives in device memory: used to stickify a graph
+    input into HBM before a kernel reads it and to unstickify a graph output
+    after a kernel writes it (see executor/stickify.py)."""
+
+    name: str
+    host_size: tuple[int, ...]
+    host_stride: tuple[int, ...]
+    host_dtype: str
+    device_size: tuple[int, ...]
+    stride_map: tuple[int, ...]
+    device_dtype: DataFormat
+    address: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        size = 1
+        for s in self.device_size[:-1]:
+            size *= int(s)
+        return BYTES_IN_STICK * size
+
+
+def iter_op_specs(items: list[Any]) -> Any:
+    """Every OpSpec of a kernel, depth first (the sdsc_N.json numbering order)."""
+    for item in items:
+        if isinstance(item, LoopSpec):
+            yield from iter_op_specs(item.body)
+        else:
+            yield item
