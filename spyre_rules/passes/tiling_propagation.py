@@ -189,6 +189,13 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
         return "loop-invariant"
     outside = [r for r in readers if _top(r) != _top(op)]
     inside = [r for r in readers if _top(r) == _top(op)]
+    if inside and any(op.loop_tiled_reduction_dims):
+        raise CoarseTileError(
+            f"insert_tiling_propagation: {[r.get_name() for r in inside]} read "
+            f"{op_description(op)} inside its reduction loop, where it holds a partial "
+            "result (its value is final only after the loop); put them in a group of "
+            "their own"
+        )
     if not outside and not _is_output(graph, name):
         layout.per_tile_fixed = True
         return "loop-internal"

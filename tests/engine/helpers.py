@@ -129,9 +129,9 @@ def span_problems(op, splits, limit: int) -> list[str]:
                              view.range_map, view.itemsize, limit, {})
     layout, write = op.layout, facts.write
     coords = device_coordinates(layout.device_layout, write.index, write.ranges)
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    per_symbol = split_by_symbol(facts.split_dims, key)
     ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
-    steps = {s: (ranges[s], k) for s, k in per_symbol.items()}
+    steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
     problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
                               ranges, dtype_info(layout.dtype).itemsize, limit, steps)
     # Reads: Reductions only (a Pointwise op's reads are its run's per-tile
@@ -143,8 +143,13 @@ def span_problems(op, splits, limit: int) -> list[str]:
         dep, rl = facts.dep_of(read), read.layout
         coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
                                     dep.index, dep.ranges)
+        # A coordinate driven only by reduction symbols the plan tiles (a reduction
+        # level) is measured per tile; other reduction-driven ones are left out.
         reduction_syms = set(dep.ranges) - set(write.ranges)
-        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
+        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms
+                  and (c.free_symbols & set(write.ranges)
+                       or not c.free_symbols & reduction_syms <= set(per_symbol)) else c
+                  for c in coords]
         ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
         steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
         problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,

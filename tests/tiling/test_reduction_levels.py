@@ -70,6 +70,10 @@ PROGRAMS = {
                      [((64, 512), "MK"), ((512, 32), "KN")], torch.float16, False),
     "nested_b2_k4": (_hinted({"B": 2}, torch.bmm, {"K": 4}),
                      [((8, 64, 512), "BMK"), ((8, 512, 32), "BKN")], torch.float16, False),
+    # regression (fuzz 13:114): a reader of the reduction in the same hint block
+    # once shared the reduction loop and read the partial sum
+    "reader_after_reduction_level": (_hinted({"B": 4}, lambda x: x * x.sum(0, keepdim=True)),
+                                     [((64, 512), "BD")], torch.float32, False),
     "nested_m2_k4_lx": (_hinted({"M": 2}, torch.matmul, {"K": 4}),
                         [((64, 512), "MK"), ((512, 32), "KN")], torch.float16, True),
 }
@@ -243,3 +247,53 @@ def test_output_level_inside_a_reduction_level_is_refused():
     err = find_cause(info.value, CoarseTileError)
     assert err is not None and "tiles its output dim 0 inside a loop over its reduction dim 0; " \
         "put the reduction level innermost" in str(err)
+
+
+def _auto(fn, *xs):
+    with config.patch(ignore_span_overflow_hints=False, max_span_bytes=8192, span_check="error"):
+        return run_spyre(fn, *xs)
+
+
+def test_automatic_sum_plans_a_reduction_level():
+    """x.sum(-1) on (4, 65536) fp16 at 8 KiB: only the reduced axis drives the read's span."""
+    x = torch.randn(4, 65536, generator=torch.Generator().manual_seed(0)).half()
+    compiled = _auto(lambda t: t.sum(-1), x)
+    _close(compiled.output, x.sum(-1))
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [
+        ["acc_init", (64, ["sum"]), "acc_finalize"]]
+    reports = verify_program(compiled)  # every TensorArg within 8 KiB
+    assert len(reports) == sum(len(s.args) for s in compiled.op_specs()) == 6
+    _, combine, _ = compiled.op_specs()
+    assert [[str(s) for s in level] for level in combine.tiled_symbols] == [["c1"]]
+
+
+def test_automatic_matmul_plans_a_k_level():
+    """x @ w whose weight read overflows only through k."""
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 4096, generator=gen).half(), torch.randn(4096, 16, generator=gen).half()
+    compiled = _auto(torch.matmul, x, w)
+    _close(compiled.output, x @ w)
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [
+        ["acc_init", (64, ["batchmatmul"]), "acc_finalize"]]
+    verify_program(compiled)
+
+
+def test_automatic_plan_records_the_reduction_level(capture):
+    from spyre_rules.engine import plan_span_overflow_tile
+
+    x = torch.randn(4, 65536).half()
+    (op,) = capture(lambda t: t.sum(-1), x)
+    with config.patch(max_span_bytes=8192):
+        plan = plan_span_overflow_tile(op)
+    # split dim 1 = rank 1 + reduction dim 0
+    assert [(lv.selected_host_dim, lv.split_count, lv.is_reduction) for lv in plan.levels] == [
+        (1, 64, True)]
+    assert plan.reason == "reduction-controlled input span for arg0_1"
+
+
+def test_argmax_is_not_split_automatically(capture):
+    from spyre_rules.engine import plan_span_overflow_tile
+
+    (op,) = capture(lambda t: t.argmax(-1), torch.randn(4, 65536).half())
+    with config.patch(max_span_bytes=8192):
+        assert plan_span_overflow_tile(op) is None
