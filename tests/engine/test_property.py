@@ -106,6 +106,15 @@ def _valid(op, tile, limit, ev):
                 dims = {facts.output_dim(op, s) for s in c.symbols} - {None}
                 if any(len(ev.legal_splits(op, d)) > 1 for d in dims):
                     return False
+    # input_reads_fit: every read coordinate only output symbols drive fits
+    for r in facts.input_reads(op):
+        for c in facts.read_coords(op, r, tile):
+            if c.is_stick or not c.symbols or not c.symbols <= out_syms:
+                continue
+            if c.span_elems is not None and c.span_elems <= 1:
+                continue
+            if c.span_bytes is None or c.span_bytes > limit:
+                return False
     if facts.is_reduction(op) and _splittable(op):
         for r in facts.input_reads(op):
             for c in facts.read_coords(op, r, tile):
