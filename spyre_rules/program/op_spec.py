@@ -56,6 +56,11 @@ position of the tensor in the kernel's ``run(...)`` arguments.
   ``args[a]`` (``is_input=False``), rounded to host dtype ``d``.
 * ``"reduction_symbols"``: the iteration symbols reduced over (``[]`` for a
   pointwise op).
+* ``"accumulate"`` (reduction levels only, ``codegen/accumulate.py``): which step
+  of an accumulation the op is -- ``{"step": "init" | "combine" | "finalize",
+  "accumulator": name, "reduction": type, ...}`` with the identity (init), the
+  combine op (combine) or the final dtype (finalize).  Informative: the program
+  entries already say what runs.
 
 Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 """

@@ -297,3 +297,15 @@ def test_argmax_is_not_split_automatically(capture):
     (op,) = capture(lambda t: t.argmax(-1), torch.randn(4, 65536).half())
     with config.patch(max_span_bytes=8192):
         assert plan_span_overflow_tile(op) is None
+
+
+def test_unrolled_reduction_levels_equal_the_compact_program():
+    compact, _ = compile_program("nested_m2_k4")
+    fn, specs, dtype, _ = PROGRAMS["nested_m2_k4"]
+    clear_tensor_dims()
+    xs = _inputs(specs, dtype)
+    with config.patch(unroll_loops=True):
+        unrolled = run_spyre(fn, *xs)
+    assert [loop_counts(k.specs) for k in unrolled.kernels] == [
+        ["acc_init", *["batchmatmul"] * 4, "acc_finalize"] * 2]
+    assert torch.equal(unrolled.output, compact.output)
