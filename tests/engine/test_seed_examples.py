@@ -212,7 +212,7 @@ def test_5_lm_head_groups_fail_safe(lm_head):
 def test_5_bmm_k_controlled_span_is_a_reduction_candidate():
     """F.linear(x[2, 8192], W[1024, 8192]) at 16 KiB: the BMM reads x as
     [floor(k/64), m, Mod(k, 64)] -- 128 * 128 * 2 = 32,768 bytes over the limit,
-    driven by k, the reduction symbol.  The seed skipped it; it is now a candidate
+    driven by k, the reduction symbol.  Once skipped, it is now a candidate
     on split dim 2 (rank 2 + reduction dim 0), as is the restickified weight's k
     coordinate, and the plan tiles n by 16 and k by 64 (a reduction level)."""
     ops = capture("lm_k", lambda x, w: F.linear(x, w), torch.randn(2, 8192, dtype=FP16),
@@ -313,8 +313,8 @@ def test_7_input_stick_alignment():
 
 def test_8_reduction_controlled_span_plans_a_reduction_level():
     """x.sum(dim=-1), x (64, 8192), 64 KiB: x's coordinate floor(r/64) spans
-    128 * 64 * 64 * 2 = 1 MiB, driven only by the reduction symbol r.  The seed
-    left it (future work: reduction-range tiling); it is now a candidate on split
+    128 * 64 * 64 * 2 = 1 MiB, driven only by the reduction symbol r.  Output-range tiling
+    left it alone (it needs reduction-range tiling); it is now a candidate on split
     dim 1 (rank 1 + reduction dim 0) and the plan tiles r by 16: each tile reads
     8 stick columns, 8 * 64 * 64 * 2 = 64 KiB."""
     ops = capture("sum_last", lambda x: x.sum(dim=-1), torch.randn(64, 8192, dtype=FP16))
