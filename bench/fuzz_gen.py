@@ -3,12 +3,20 @@
 A program is 1-4 ops over 1-4 input tensors (ranks 1-4, fp16 or fp32):
 pointwise ops, broadcasts, reductions over any axis (sum/mean/amax/amin, keepdim
 or not), transposes/permutes made contiguous, views and reshapes (including ones
-whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too).  Every
+whose rows straddle source rows), matmul/bmm/linear (3-D @ 2-D too); and, drawn from a second random stream so
+that programs drawn before they existed stay the same unless it fires, ``cat``,
+sliced reads with offsets and steps, constant pads (negative too), and
+``F.scaled_dot_product_attention``
+(plain or causal) on rank-4 values.  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
 the same dim, blocks whose ops do not all carry the hinted dim, and (about a
 third of the hints) splits of a dim an op of the block reduces -- a sum's axis or
-a matmul's K -- which compile to reduction levels with an accumulator.
+a matmul's K -- which compile to reduction levels with an accumulator.  About 45% of
+programs then gain one or two ops of the transformer-model families
+(``_Extension``: embedding / index_select / gather over int64 index inputs,
+cumsum, causal masks, GELU / SiLU, dtype round trips, in-place ops), drawn from
+a separate random stream so that the original part of every seed is unchanged.
 
 Each program renders to Python source with three functions sharing one op list:
 
@@ -38,6 +46,8 @@ _SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64)
 _SIZE_WEIGHTS = (2, 6, 4, 6, 2, 3, 6, 3, 5, 5, 4)
 _STICK_SIZES = (32, 64, 128, 37, 96)
 _MAX_NUMEL = 8192
+#: share of op draws taken by the ops added later (``_Gen.extended``)
+EXTENDED_RATE = 0.15
 
 
 @dataclasses.dataclass
@@ -45,9 +55,10 @@ class Value:
     var: str
     shape: tuple[int, ...]
     names: tuple[str | None, ...]
-    dtype: str  # "float16" | "float32" | "bool"
+    dtype: str  # "float16" | "float32" | "bool" | "int64" (index inputs)
     contiguous: bool = True
     is_input: bool = False
+    high: int = 0  # int64 inputs: values are drawn from [0, high)
 
 
 @dataclasses.dataclass
@@ -125,8 +136,8 @@ class Program:
         out += [f"def f_hinted({args}):", *self._body(hinted=True), ""]
         out += [f"def f_bound({args}):"]
         for v in self.inputs:
-            if v.dtype == "bool":
-                continue
+            if v.dtype in ("bool", "int64"):
+                continue  # conditions and indices are used as they are
             out.append(f"    b_{v.var} = {v.var}.double().abs()")
         for op in self.ops:
             out.append(f"    b_{op.out.var} = {op.bound}")
@@ -137,7 +148,10 @@ class Program:
         """Statements building the inputs (``g`` a seeded generator) and their names."""
         lines = []
         for v in self.inputs:
-            lines.append(f"{v.var} = torch.randn({list(v.shape)}, generator=g).to(torch.{v.dtype})")
+            if v.dtype == "int64":
+                lines.append(f"{v.var} = torch.randint(0, {v.high}, {list(v.shape)}, generator=g)")
+            else:
+                lines.append(f"{v.var} = torch.randn({list(v.shape)}, generator=g).to(torch.{v.dtype})")
         return "\n".join(lines)
 
     def rounds(self) -> int:
@@ -153,6 +167,8 @@ class Program:
 class _Gen:
     def __init__(self, seed: int, index: int) -> None:
         self.rng = random.Random(f"spyre-fuzz:{seed}:{index}")
+        # Ops added later draw from their own stream (see ``extended``).
+        self.ext = random.Random(f"spyre-fuzz-ext:{seed}:{index}")
         self.seed, self.index = seed, index
         self.dtype = self.rng.choice(("float16", "float32"))
         self.dims: dict[str, int] = {}
@@ -409,6 +425,85 @@ class _Gen:
         return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k,
                   (k_name,) if k_name is not None else ())
 
+    # --- ops added after the first seeds were recorded: they use ``self.ext`` only
+
+    def extended(self, v: Value) -> Op | None:
+        kind = self.ext.choice(("cat", "slice", "sdpa", "pad"))
+        return getattr(self, "ext_" + kind)(v)
+
+    def ext_input(self, shape, names) -> Value:
+        return self.new_input(tuple(shape), tuple(names))
+
+    def ext_cat(self, v: Value) -> Op | None:
+        if v.dtype == "bool":
+            return None
+        d = self.ext.randrange(len(v.shape))
+        extra = self.ext.choice((1, 2, 3, 8, 16, 33))
+        shape = list(v.shape)
+        shape[d] = extra
+        w = self.ext_input(shape, [n if i != d else None for i, n in enumerate(v.names)])
+        first, second = (v, w) if self.ext.random() < 0.5 else (w, v)
+        out_shape = list(v.shape)
+        out_shape[d] += extra
+        names = [n if i != d else self.new_dim(out_shape[d]) for i, n in enumerate(v.names)]
+        tail = " * 2.0" if self.ext.random() < 0.5 else ""
+        return Op(self.tmp(out_shape, names),
+                  f"torch.cat([{first.var}, {second.var}], dim={d}){tail}",
+                  f"torch.cat([b_{first.var}, b_{second.var}], dim={d}){tail}", 1 if tail else 0)
+
+    def ext_slice(self, v: Value) -> Op | None:
+        d = self.ext.randrange(len(v.shape))
+        n = v.shape[d]
+        if n < 2 or v.dtype == "bool":
+            return None
+        start = self.ext.randrange(n - 1)
+        stop = self.ext.randint(start + 1, n)
+        step = self.ext.choice((1, 1, 2, 3))
+        index = ", ".join([":"] * d + [f"{start}:{stop}:{step}"])
+        size = len(range(start, stop, step))
+        shape = list(v.shape)
+        shape[d] = size
+        names = [n_ if i != d else None for i, n_ in enumerate(v.names)]
+        return Op(self.tmp(shape, names), f"{v.var}[{index}] * 2.0",
+                  f"b_{v.var}[{index}] * 2.0", 1)
+
+    def ext_pad(self, v: Value) -> Op | None:
+        if v.dtype == "bool":
+            return None
+        dims = self.ext.randint(1, min(2, len(v.shape)))
+        pad = [self.ext.choice((0, 1, 2, 3, -1)) for _ in range(2 * dims)]
+        shape = list(v.shape)
+        for i in range(dims):
+            d = len(shape) - 1 - i
+            shape[d] += pad[2 * i] + pad[2 * i + 1]
+            if shape[d] < 1:
+                return None
+        names = [n if s == v.shape[d] else None for d, (n, s) in enumerate(zip(v.names, shape))]
+        return Op(self.tmp(shape, names), f"F.pad({v.var}, {tuple(pad)!r}, value=0.5) * 2.0",
+                  f"F.pad(b_{v.var}, {tuple(pad)!r}, value=0.5) * 2.0", 1)
+
+    def ext_sdpa(self, v: Value) -> Op | None:
+        if len(v.shape) != 4 or v.dtype == "bool":
+            return None
+        b, h, length, e = v.shape
+        kv_len = self.ext.choice((length, 1, 8, 16))
+        ev = self.ext.choice((e, 16, 32))
+        kv_name = self.new_dim(kv_len)
+        ev_name = self.new_dim(ev) if ev != e else v.names[3]
+        k = self.ext_input((b, h, kv_len, e), (v.names[0], v.names[1], kv_name, v.names[3]))
+        w = self.ext_input((b, h, kv_len, ev), (v.names[0], v.names[1], kv_name, ev_name))
+        causal = self.ext.random() < 0.5
+        if _numel((b, h, length, max(kv_len, ev))) > _MAX_NUMEL:
+            return None
+        # softmax weights sum to 1: |out| <= max |value| over the keys; exp's
+        # relative rounding grows with the score, bounded by |q| @ |k|^T * scale.
+        scores = f"(b_{v.var} @ b_{k.var}.transpose(-2, -1)).amax(dim=-1, keepdim=True)"
+        bound = (f"b_{w.var}.amax(dim=-2, keepdim=True) * "
+                 f"(1.0 + {scores} / {math.sqrt(e)!r})")
+        return Op(self.tmp((b, h, length, ev), (v.names[0], v.names[1], v.names[2], ev_name)),
+                  f"F.scaled_dot_product_attention({v.var}, {k.var}, {w.var}, is_causal={causal})",
+                  bound, 4, e + kv_len)
+
     # --- the program
 
     def build(self) -> Program:
@@ -424,7 +519,9 @@ class _Gen:
                 ("unary", "binary", "where", "compare", "reduce", "transpose", "view", "matmul"),
                 (3, 4, 1, 1 if last else 0, 3, 3, 3, 2))[0]
             n_inputs = len(self.inputs)
-            if kind == "reduce":
+            if self.ext.random() < EXTENDED_RATE:
+                op = self.extended(v)
+            elif kind == "reduce":
                 op = self.reduce(v, last)
             else:
                 op = getattr(self, kind)(v)
@@ -442,10 +539,12 @@ class _Gen:
         if earlier and self.rng.random() < 0.15:
             outputs.append(self.rng.choice(earlier))
         hints = self.hint_blocks()
-        return Program(
+        program = Program(
             self.seed, self.index, self.dtype, dict(self.dims), self.inputs, self.ops, outputs,
             hints, self.limit(), self.rng.choice((1, 2, 4, 32)), self.rng.random() < 0.3,
         )
+        _Extension(self, program).extend()
+        return program
 
     def limit(self) -> int:
         # Log-uniform in [1 KiB, 64 KiB], capped near the largest tensor so that
@@ -517,6 +616,116 @@ class _Gen:
         if not c:
             return [outer]
         return [outer, Hint(i_first, i_last, {inner_dim: c})]
+
+
+class _Extension:
+    """The op families added for transformer models: gathers (embedding,
+    index_select, gather), cumsum, causal masks, activations, casts, in-place ops.
+
+    They draw from their *own* random stream and are appended after the program
+    the original generator built (all of whose draws happen first), so every
+    seed keeps its original ops, hints, limit and settings as a prefix; a
+    program the extension picks gains one or two ops at the end (its output is
+    the last new op; a hint block that closed on the old last op may grow to
+    cover them, which puts the new op inside a manual tiling loop).
+    """
+
+    FAMILIES = ("gather", "cumsum", "mask", "activation", "cast", "in_place")
+
+    def __init__(self, gen: _Gen, program: Program) -> None:
+        self.gen = gen
+        self.program = program
+        self.rng = random.Random(f"spyre-fuzz-ops2:{gen.seed}:{gen.index}")
+
+    def extend(self) -> None:
+        if self.rng.random() >= 0.45:
+            return
+        old_last = len(self.gen.ops) - 1
+        added = 0
+        for _ in range(self.rng.choice((1, 1, 2))):
+            v = self.gen.ops[-1].out
+            if v.dtype == "bool" or not v.shape:
+                break
+            op = getattr(self, self.rng.choice(self.FAMILIES))(v)
+            if op is None or _numel(op.out.shape) > _MAX_NUMEL:
+                break
+            self.gen.add(op)
+            added += 1
+        if not added:
+            return
+        self.program.outputs[0] = self.gen.ops[-1].out.var
+        self.program.dims.update(self.gen.dims)
+        for h in self.program.hints:
+            if h.last == old_last and self.rng.random() < 0.6:
+                h.last = len(self.gen.ops) - 1
+
+    def _index_input(self, shape: tuple[int, ...], high: int) -> Value:
+        names = tuple(self.gen.new_dim(s) if len(self.gen.dims) < len(_LETTERS) else None
+                      for s in shape)
+        v = self.gen.new_input(shape, names, dtype="int64")
+        v.high = high
+        return v
+
+    def gather(self, v: Value) -> Op | None:
+        rank = len(v.shape)
+        form = self.rng.choice(("embedding", "index_select", "gather"))
+        if form == "embedding" and rank == 2:
+            idx = self._index_input((self.rng.choice((1, 2, 3)), self.rng.choice((3, 5, 8, 16))),
+                                    v.shape[0])
+            shape = idx.shape + (v.shape[1],)
+            return Op(self.gen.tmp(shape, idx.names + (v.names[1],)), f"F.embedding({idx.var}, {v.var})",
+                      f"F.embedding({idx.var}, b_{v.var})", 0)
+        d = self.rng.randrange(rank)
+        if form == "gather":
+            shape = tuple(self.rng.randint(1, s) if i == d else s for i, s in enumerate(v.shape))
+            idx = self.gen.new_input(shape, tuple(n if i != d else None for i, n in enumerate(v.names)),
+                                     dtype="int64")
+            idx.high = v.shape[d]
+            names = tuple(n if i != d else None for i, n in enumerate(v.names))
+            return Op(self.gen.tmp(shape, names), f"torch.gather({v.var}, {d}, {idx.var})",
+                      f"torch.gather(b_{v.var}, {d}, {idx.var})", 0)
+        idx = self._index_input((self.rng.choice((1, 2, 3, 5, 8)),), v.shape[d])
+        shape = v.shape[:d] + idx.shape + v.shape[d + 1:]
+        names = v.names[:d] + idx.names + v.names[d + 1:]
+        return Op(self.gen.tmp(shape, names), f"torch.index_select({v.var}, {d}, {idx.var})",
+                  f"torch.index_select(b_{v.var}, {d}, {idx.var})", 0)
+
+    def cumsum(self, v: Value) -> Op:
+        d = self.rng.randrange(len(v.shape))
+        return Op(self.gen.tmp(v.shape, v.names), f"torch.cumsum({v.var}, {d})",
+                  f"torch.cumsum(b_{v.var}, {d})", 1, v.shape[d])
+
+    def mask(self, v: Value) -> Op | None:
+        if len(v.shape) < 2:
+            return None
+        a, b = v.shape[-2:]
+        form = self.rng.choice(("masked_fill", "tril", "iota"))
+        if form == "masked_fill":
+            m = f"torch.ones({a}, {b}, dtype=torch.bool).triu(1)"
+            expr, bound = f"{v.var}.masked_fill({m}, -1e4)", f"b_{v.var}.masked_fill({m}, 1e4)"
+        elif form == "tril":
+            expr = f"{v.var} * torch.ones({a}, {b}, dtype={v.var}.dtype).tril()"
+            bound = f"b_{v.var}"
+        else:
+            keep = f"torch.arange({a})[:, None] >= torch.arange({b})[None, :]"
+            expr, bound = f"torch.where({keep}, {v.var}, 0.0)", f"b_{v.var}"
+        return Op(self.gen.tmp(v.shape, v.names), expr, bound, 1)
+
+    def activation(self, v: Value) -> Op:
+        expr = self.rng.choice(("F.gelu({a})", "F.gelu({a}, approximate='tanh')", "F.silu({a})"))
+        # |gelu(x)|, |silu(x)| <= |x| (+ a little below zero); a few roundings inside
+        return Op(self.gen.tmp(v.shape, v.names), expr.format(a=v.var), f"b_{v.var} + 0.5", 4)
+
+    def cast(self, v: Value) -> Op:
+        other = "float32" if v.dtype == "float16" else "float16"
+        return Op(self.gen.tmp(v.shape, v.names, dtype=v.dtype),
+                  f"({v.var} * 2.0).to(torch.{other}).to(torch.{v.dtype})", f"b_{v.var} * 2.0", 2)
+
+    def in_place(self, v: Value) -> Op:
+        expr = self.rng.choice(("{a}.clone().mul_(0.5).add_(1.0)",
+                                "{a}.clone().masked_fill_({a} > 1.0, 0.0)"))
+        bound = "b_{a} * 0.5 + 1.0" if "mul_" in expr else "b_{a}"
+        return Op(self.gen.tmp(v.shape, v.names), expr.format(a=v.var), bound.format(a=v.var), 2)
 
 
 def generate(seed: int, index: int) -> Program:

@@ -113,7 +113,9 @@ def make_inputs(program: Program, named: bool) -> list[torch.Tensor]:
     for name, size in program.dims.items():
         declare_tensor_dim(name, size)
     g = torch.Generator().manual_seed(program.seed * 100_003 + program.index)
-    xs = [torch.randn(list(v.shape), generator=g).to(getattr(torch, v.dtype)) for v in program.inputs]
+    xs = [torch.randint(0, v.high, list(v.shape), generator=g) if v.dtype == "int64"
+          else torch.randn(list(v.shape), generator=g).to(getattr(torch, v.dtype))
+          for v in program.inputs]
     if named:
         for x, v in zip(xs, program.inputs):
             name_tensor_dims(x, list(v.names))

@@ -22,6 +22,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # torch-free leaves every layer may use: error classes, settings, package data.
     ("floor", ("spyre_rules.errors", "spyre_rules._lazy", "spyre_rules.config",
                "spyre_rules.resources")),
+    # the bundled example models: torch only, so any layer (explain's programs) may build them.
+    ("examples", ("spyre_rules.examples",)),
     # what every stage that reads or edits Inductor IR shares (graph state, IR edits, DimHint).
     ("ir", ("spyre_rules.ir",)),
     ("lang", ("spyre_rules.lang",)),
@@ -39,8 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("executor", ("spyre_rules.executor",)),
     # the composition root: wires every pass into Inductor, declares the pass lists.
     ("backend", ("spyre_rules.backend",)),
-    # the public package root (lazy names, backend registration) and the examples.
-    ("api", ("spyre_rules", "spyre_rules.examples")),
+    # the public package root (lazy names, backend registration).
+    ("api", ("spyre_rules",)),
     ("commands", ("spyre_rules.commands", "spyre_rules.cli", "spyre_rules.__main__")),
 ]
 
@@ -175,6 +177,14 @@ def test_no_import_reaches_a_higher_layer():
 
 def test_no_circular_imports():
     assert circular_edges(_package_edges()) == []
+
+
+def test_the_architecture_doc_lists_the_declared_layers_in_order():
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## Layers", 1)[1].split("\n\n**", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()
+            if line.startswith("| ") and not line.startswith("| layer") and "---" not in line]
+    assert rows == [name for name, _ in LAYERS]
 
 
 def test_no_module_over_600_lines():

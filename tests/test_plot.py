@@ -39,7 +39,8 @@ def test_explain_plot_svg_has_one_bar_pair_per_op(capsys, tmp_path):
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert (root.get("width"), root.get("height")) == ("504pt", "360pt")  # 7 x 5 inches
     text = path.read_text()
-    for label in ("buf1", "buf0", "(0, 16)", "(1, 16)", "search.plan", "limit 8,192 B"):
+    for label in ("buf1", "buf0", "(0, 16)", "(1, 16)", "grouping.new_run", "grouping.run_tiles_agree",
+                  "limit 8,192 B"):
         assert label in text, label
 
 

@@ -5,11 +5,14 @@
 and returns the compiled wrapper, whose kernels execute the generated Spyre
 program on the CPU executor.
 
-A graph we cannot compile -- it needs autograd, has dynamic shapes, or an op
-without a Spyre lowering -- follows ``config.fallback``: ``"eager"`` warns
-(``warnings.warn`` naming the reason) and returns the graph's eager callable;
-``"error"`` raises ``BackendCompileError`` naming the reason.  Nothing falls back
-silently; any other error propagates unchanged.
+An op without a Spyre lowering follows ``config.fallback``: ``"eager"``
+partitions the graph -- the op runs on the host as its own step inside the
+compiled program (backend/host_steps.py), the rest stays on the Spyre program,
+and one warning names every host op and why; ``"error"`` raises
+``BackendCompileError`` naming the op.  A graph we cannot compile at all -- it
+needs autograd, has dynamic shapes, or the tiling policy refuses it -- is run
+eagerly whole under ``"eager"`` (a warning naming the reason) and raises under
+``"error"``.  Nothing falls back silently; any other error propagates unchanged.
 """
 
 from __future__ import annotations
@@ -60,10 +63,16 @@ def fallback(gm: torch.fx.GraphModule, reason: str, cause: BaseException | None 
     return gm.forward
 
 
+#: Compilations of one graph at most: each retry moves at least one more aten node
+#: to the host, and the seam names all it finds at once, so two or three suffice.
+MAX_PARTITION_ATTEMPTS = 8
+
+
 def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
     from torch._inductor.compile_fx import compile_fx
 
     from spyre_rules.backend.context import decomposition_table, spyre_rules_context
+    from spyre_rules.backend.host_steps import HostPlan, HostStepsNeeded, host_plan
 
     reason = precheck(example_inputs)
     if reason is not None:
@@ -73,14 +82,34 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
 
     keep_matmul_batch(gm)
 
-    try:
-        with spyre_rules_context(), bind_input_dim_names(example_inputs):
-            return compile_fx(gm, example_inputs, decompositions=decomposition_table())
-    except Exception as exc:  # noqa: BLE001 - only our own refusals become fallbacks
-        unsupported = find_unsupported(exc)
-        if unsupported is None:
-            raise
-        return fallback(gm, str(unsupported), unsupported)
+    # fallback='eager' partitions: ops without a Spyre lowering run as host steps.
+    plan = HostPlan() if config.fallback == "eager" else None
+    for _ in range(MAX_PARTITION_ATTEMPTS):
+        try:
+            quiet = _quiet_inductor_error_log() if plan is not None else contextlib.nullcontext()
+            with spyre_rules_context(), host_plan(plan), quiet, \
+                    bind_input_dim_names(example_inputs):
+                compiled = compile_fx(gm, example_inputs, decompositions=decomposition_table())
+        except Exception as exc:  # noqa: BLE001 - only our own refusals become fallbacks
+            retry = find_cause(exc, HostStepsNeeded)
+            if plan is not None and retry is not None and set(retry.nodes) - set(plan.nodes):
+                plan.nodes.update({n: r for n, r in retry.nodes.items() if n not in plan.nodes})
+                continue
+            unsupported = find_unsupported(exc)
+            if unsupported is None:
+                raise
+            return fallback(gm, str(unsupported), unsupported)
+        _warn_host_steps(plan)
+        return compiled
+    return fallback(gm, f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
+                        f"{sorted(plan.nodes) if plan is not None else []}")
+
+
+def _warn_host_steps(plan: Any) -> None:
+    from spyre_rules.backend.host_steps import host_warning
+
+    if plan is not None and plan.steps:
+        warnings.warn(host_warning(plan.steps), stacklevel=3)
 
 
 def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
@@ -114,8 +143,9 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
 
 @contextlib.contextmanager
 def _quiet_inductor_error_log():
-    # Stopping at the seam is the normal end of a capture; Inductor would log
-    # "on error, temporary cache dir kept" for it (the context removes that dir).
+    # Stopping at the seam is the normal end of a capture (and a partition retry is
+    # the normal end of an attempt); Inductor would log "on error, temporary cache
+    # dir kept" for it (the context removes that dir).
     logger = logging.getLogger("torch._inductor.utils")
     level = logger.level
     logger.setLevel(logging.ERROR)

@@ -3,7 +3,7 @@
 Everything here is a *temporary* change to process-global Inductor state, made
 only for the duration of one ``compile_fx`` call and undone in ``finally`` (also
 when compilation raises).  Hook points and why each is needed are described in
-``design/inductor_integration.md`` §3/§4 (verified on torch 2.13):
+``docs/inductor_integration.md`` §1 and §4 (verified on torch 2.13):
 
 * Inductor config: no reduction splitting/unrolling (we need one Reduction per
   aten reduction), no buffer reuse (every buffer gets its own device
@@ -17,6 +17,17 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
+* ``dynamo_common.aot_autograd`` -> ``keep_inference_input_mutations=False``:
+  an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
+  autograd's runtime wrapper copies back into the input.
+* ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
+* SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
+  kept off explicit attention (``attention.py``).
+* ``GraphLowering.call_function`` / ``run_node`` and ``Scheduler.codegen_extern_call``:
+  host steps (``host_steps.py``, ``host_codegen.py``) -- a node the host plan or
+  the support table puts on the host lowers to a FallbackKernel, every op is
+  tagged with the aten node that created it, and a host step's wrapper call is
+  framed by its device transfers.
 * The "cpu" codegen registry entry -> our Scheduling + wrapper codegen.
 
 The state is process-global and not thread-safe, so compilations inside the
@@ -33,13 +44,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._dynamo.backends import common as dynamo_common
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import common as codegen_common
 from torch._inductor.graph import GraphLowering
 from torch._inductor.sizevars import SizeVarAllocator
 
-from spyre_rules.backend import matmul, pre_scheduling
+from torch._inductor.scheduler import Scheduler
+
+from spyre_rules.backend import attention, concat, host_steps, matmul, pre_scheduling, scan
+from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
 
 __all__ = ["spyre_rules_context", "inductor_config_patches", "decomposition_table"]
@@ -65,10 +80,12 @@ def inductor_config_patches() -> dict[str, Any]:
 
 
 def decomposition_table() -> dict[Any, Any]:
-    """Inductor's decompositions minus the matmul family (lowered as batchmatmul).
+    """Inductor's decompositions minus the matmul family, plus fused attention's.
 
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
-    removing them makes every matmul reach our lowering.
+    removing them makes every matmul reach our lowering (as batchmatmul).  The
+    fused CPU attention kernel is decomposed into ops we lower (attention.py), a
+    constant pad into a concatenation (concat.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -76,7 +93,24 @@ def decomposition_table() -> dict[Any, Any]:
     for packet in matmul.MATMUL_PACKETS:
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    table.update(attention.attention_decompositions())
+    table.update(concat.pad_decompositions())
     return table
+
+
+def _input_mutations_as_outputs(original: Any) -> Any:
+    """compile_fx asks AOT autograd to keep input mutations in the graph (a
+    ``copy_`` into the input's buffer, a MutationLayout op the program cannot
+    write).  Without it the graph returns the new value like any output and AOT's
+    runtime wrapper copies it into the caller's tensor: the computation stays on
+    the Spyre program, only the write-back to host memory happens on the host,
+    as every output's unstickify does."""
+
+    def aot_autograd(**kwargs: Any) -> Any:
+        kwargs["keep_inference_input_mutations"] = False
+        return original(**kwargs)
+
+    return aot_autograd
 
 
 def _always_large_inner_fn(self: Any, threshold: int | None = None) -> bool:
@@ -187,6 +221,24 @@ def spyre_rules_context() -> Iterator[None]:
                 _make_update_scheduler(GraphLowering._update_scheduler),
             )
         )
+        stack.enter_context(
+            _patched_attr(dynamo_common, "aot_autograd",
+                          _input_mutations_as_outputs(dynamo_common.aot_autograd))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "call_function",
+                          host_steps.make_call_function(GraphLowering.call_function))
+        )
+        stack.enter_context(
+            _patched_attr(GraphLowering, "run_node",
+                          host_steps.make_run_node(GraphLowering.run_node))
+        )
+        stack.enter_context(
+            _patched_attr(Scheduler, "codegen_extern_call",
+                          make_codegen_extern_call(Scheduler.codegen_extern_call))
+        )
         stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(scan.scan_lowerings())
+        stack.enter_context(attention.explicit_attention_kept())
         stack.enter_context(_cpu_codegen_registered())
         yield

@@ -1,6 +1,6 @@
 """Give every graph input, constant and ComputedBuffer a FixedTiledLayout.
 
-Stick choice (layout_model §1.3): the stick is the last host dim (the generic
+Stick choice (docs/layout_model.md §1.3): the stick is the last host dim (the generic
 layout, ``dim_order = None``).  Only when the last host dim has size 1 (e.g. a
 ``keepdim`` reduction output ``[M, 1]``) do we follow the reference's
 ``_compute_dim_order`` shape instead: the stick is the last dim of size > 1,
@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch._inductor import ir
 
+from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.support import static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
@@ -71,7 +72,21 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
         state.layouts[name] = tiled_layout_for(name, fixed, f"constant {name}")
         state.host_inputs.append(name)
     for op in graph.operations:
+        if isinstance(op, ir.ConcatKernel):
+            layout = tiled_layout_for(op, op.layout, op_description(op))
+            op.layout = layout
+            state.layouts[op.get_name()] = layout
+    state.regions = region_bases(graph)
+    for op in graph.operations:
         if not isinstance(op, ir.ComputedBuffer):
+            continue
+        base = state.regions.get(op.get_name())
+        if base is not None:
+            # Its NonOwningLayout stays (Inductor indexes the store through it);
+            # its accesses use the concatenation's layout and allocation.
+            state.layouts[op.get_name()] = state.layouts[base]
+            state.region_offsets[op.get_name()] = static_ints(
+                [region_offset(op)], "region offset", op)[0]
             continue
         if not isinstance(op.layout, ir.FixedLayout):
             op.freeze_layout()

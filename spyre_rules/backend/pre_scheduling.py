@@ -3,7 +3,10 @@
 Runs inside ``GraphLowering._update_scheduler`` (patched by the context), in this
 order:
 
-1. ``check_supported``  -- refuse (name + reason) what we cannot lower;
+1. ``check_supported``  -- refuse (name + reason) what we cannot lower; under a
+   host plan (fallback='eager') ``host_steps.partition`` instead: ops without a
+   Spyre lowering become host steps (``host_step_layouts`` gives the outputs
+   Spyre ops read a layout; ``host_step_records`` adds their plan records last);
 2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
@@ -24,25 +27,28 @@ from typing import Any
 
 from torch._inductor import ir
 
+from spyre_rules.backend.host_steps import (
+    active_plan,
+    host_step_layouts,
+    partition,
+)
 from spyre_rules.backend.layouts import assign_layouts
 from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES, SKIPPED_BY_CAPTURE
 from spyre_rules.backend.restickify import insert_restickify
 from spyre_rules.backend.support import check_supported
 from spyre_rules.codegen.dump import dump_graph
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.op_identity import op_kind
 from spyre_rules.program.memory_map import MemoryMap
 
 __all__ = [
     "run_pre_scheduling_passes",
-    "NO_PLAN",
     "capture_sink",
     "CaptureComplete",
 ]
-
-#: Plan decision of an op no planner has decided on (never a made-up decision).
-NO_PLAN = "no plan"
 
 # When set (by capture_operations), ``(graph, operations)`` is appended here and
 # the compilation stops with CaptureComplete instead of generating code.
@@ -66,16 +72,6 @@ class capture_sink:  # noqa: N801 - used as a context manager, reads like a func
     def __exit__(self, *exc: object) -> None:
         global _capture_sink
         _capture_sink = self._saved
-
-
-def op_kind(op: Any) -> str:
-    kind = getattr(op, "spyre_rules_kind", None)
-    if kind is not None:
-        return kind
-    data = getattr(op, "data", None)
-    if isinstance(data, ir.Reduction):
-        return f"reduction:{data.reduction_type}"
-    return "pointwise"
 
 
 def layout_record(layout: Any) -> dict[str, Any]:
@@ -102,18 +98,25 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
             "decision": NO_PLAN,
             "rule_trace": [],
         }
+        base = state.regions.get(op.get_name())
+        if base is not None:
+            state.plan[op.get_name()]["writes_region_of"] = base
 
 
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
     memory = MemoryMap()
+    # A region op shares its concatenation's layout object and allocation.
     names = list(state.host_inputs)
     for op in graph.operations:
-        if isinstance(op, ir.ComputedBuffer):
-            names.append(op.get_name())
+        if isinstance(op, (ir.ComputedBuffer, ir.ConcatKernel)):
+            if op.get_name() not in state.regions:
+                names.append(op.get_name())
             acc = getattr(op, "accumulator", None)  # a reduction level's (passes/accumulators.py)
             if acc is not None:
                 names.append(acc.name)
-    for name in names:
+        else:
+            names.extend(state.host_stickify.get(op.get_name(), []))
+    for name in dict.fromkeys(names):  # a host step may write a buffer it mutates
         layout = state.layouts[name]
         if "lx" in layout.allocation:  # in the LX scratchpad (passes/scratchpad.py), not HBM
             continue
@@ -124,12 +127,41 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
         record["layout"] = layout_record(state.layouts[name])
 
 
+def host_step_records(graph: Any, state: Any) -> None:
+    """A plan record per host step (plan.json), in graph order with the others."""
+    for op in graph.operations:
+        step = state.host_steps.get(op.get_name())
+        if step is None:
+            continue
+        state.plan[op.get_name()] = {
+            "op": op.get_name(),
+            "description": step["description"],
+            "kind": "host step",
+            "decision": "host",
+            "reason": step["reason"],
+            "host_step": True,
+            "rule_trace": [],
+        }
+        if op.get_name() in state.layouts:
+            state.plan[op.get_name()]["layout"] = layout_record(state.layouts[op.get_name()])
+    order = [op.get_name() for op in graph.operations if op.get_name() in state.plan]
+    rest = [n for n in state.plan if n not in set(order)]
+    reordered = {n: state.plan[n] for n in order + rest}
+    state.plan.clear()
+    state.plan.update(reordered)
+
+
 def run_pre_scheduling_passes(graph: Any) -> None:
     state = graph_state(graph)
     if state.prepared:
         return
-    check_supported(graph)
+    plan = active_plan()
+    if plan is None:
+        check_supported(graph)
+    else:
+        partition(graph, state, plan)
     assign_layouts(graph, state)
+    host_step_layouts(graph, state)
     insert_restickify(graph, state)
     record_plan(graph, state)
     capturing = _capture_sink is not None
@@ -145,6 +177,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
             dump_graph(graph, state)
         raise
     plan_memory(graph, state)
+    host_step_records(graph, state)
     state.prepared = True
     if _capture_sink is not None:
         _capture_sink.append((graph, list(graph.operations)))

@@ -11,7 +11,7 @@ each operand's stick must be the one the op expects:
   operand must be stuck on the reduction variable ``k``.
 
 When a read breaks the rule, a *restickify* op (a copy whose output keeps the
-host shape but is stuck on the needed host dim -- layout_model §1.5) is inserted
+host shape but is stuck on the needed host dim -- docs/layout_model.md §1.5) is inserted
 before the consumer, and the consumer's loads of that buffer are redirected to
 the copy.  One restickified copy per (buffer, stick dim) is shared.
 Reads where no host dim of the buffer is driven by the needed variable (e.g. a
@@ -35,10 +35,11 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description, rename_loads
+from spyre_rules.ir.op_identity import set_op_kind
 
 __all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
 
-#: ``op.spyre_rules_kind`` of inserted copies; codegen names their OpSpecs after it.
+#: The stamped kind (``set_op_kind``) of inserted copies; codegen names their OpSpecs after it.
 RESTICKIFY_KIND = "ReStickifyOpHBM"
 
 
@@ -157,7 +158,7 @@ def _make_restickify(
     graph.operations.remove(buf)
     graph.operations.insert(graph.operations.index(consumer), buf)
     buf.origins = type(consumer.origins)(consumer.origins)
-    buf.spyre_rules_kind = RESTICKIFY_KIND
+    set_op_kind(buf, RESTICKIFY_KIND)
     state.layouts[name] = layout
     state.restickified[key] = name
     return name

@@ -23,21 +23,30 @@ from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import OrderedSet
 from torch._inductor.virtualized import V
 
+from spyre_rules.backend.host_steps import retry_on_host
 from spyre_rules.codegen import source
 from spyre_rules.codegen.accumulate import accumulation_specs
 from spyre_rules.codegen.build import build_op_spec, output_positions
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.loop_stamp import loop_count
 from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR, accumulators
 from spyre_rules import config
 from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
-__all__ = ["RulesKernel", "RulesScheduling"]
+__all__ = ["RulesKernel", "RulesScheduling", "ensure_device", "placement"]
 
 DEVICE_VAR = "spyre_device"
+
+
+def ensure_device(state: RulesGraphState, wrapper: Any) -> None:
+    """Declare the graph's simulated device memory once, in the wrapper header."""
+    if state.device_var is None:
+        state.device_var = DEVICE_VAR
+        wrapper.header.writeline(f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})")
 
 
 class RulesKernel(Kernel):
@@ -46,7 +55,7 @@ class RulesKernel(Kernel):
     overrides = None
 
 
-def _placement(name: str, state: RulesGraphState) -> TensorPlacement:
+def placement(name: str, state: RulesGraphState) -> TensorPlacement:
     layout = state.layouts[name]
     dl = layout.device_layout
     return TensorPlacement(
@@ -92,12 +101,15 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
             specs.append(LoopSpec(count=node.loop_count, body=body))
             specs.extend(finalize for _, finalize in steps)
             continue
-        spec = build_op_spec(node, kernel, state)
+        try:
+            spec = build_op_spec(node, kernel, state)
+        except UnsupportedGraph as exc:
+            raise retry_on_host(node.node, exc) from exc
         op = node.node
         acc = getattr(op, ACCUMULATOR_ATTR, None)
         if acc is not None:
             init, spec, finalize = accumulation_specs(
-                spec, acc, output_positions(op), len(op.loop_count), op_description(op))
+                spec, acc, output_positions(op), len(loop_count(op)), op_description(op))
             around.setdefault(acc.first_level, []).append((init, finalize))
         specs.append(spec)
     return specs
@@ -146,18 +158,14 @@ class RulesScheduling(BaseScheduling):
         for spec in iter_op_specs(specs):
             for arg in spec.args:
                 arg.arg_index = -1 if arg.name in device_only else position[arg.name]
-        stickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+        stickify = {i: placement(n, state) for i, n in enumerate(call_args)
                     if n in state.host_inputs}
-        unstickify = {i: _placement(n, state) for i, n in enumerate(call_args)
+        unstickify = {i: placement(n, state) for i, n in enumerate(call_args)
                       if n in state.host_outputs and n not in state.host_inputs
                       and n in kernel.args.output_buffers}
 
         wrapper = V.graph.wrapper_code
-        if state.device_var is None:
-            state.device_var = DEVICE_VAR
-            wrapper.header.writeline(
-                f"{DEVICE_VAR} = rules_device({state.memory.total_bytes})"
-            )
+        ensure_device(state, wrapper)
         wrapper.define_kernel(
             name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify),
             gpu=False,

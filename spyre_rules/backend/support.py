@@ -13,10 +13,13 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
+from spyre_rules.backend.concat import region_base
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.ir_edit import op_description
 
-__all__ = ["check_supported", "static_ints"]
+__all__ = [
+    "NO_SPYRE_LOWERING", "check_inputs", "check_supported", "concat_names", "op_refusal", "static_ints",
+]
 
 # Loop kinds our recorder and executor understand.  WelfordReduction is a
 # Reduction subclass (layer_norm/var on CPU lower to it for long rows).
@@ -54,27 +57,61 @@ def _check_input(name: str, value: Any) -> None:
         )
 
 
+#: aten ops (OpOverloadPackets) that have no Spyre lowering, with the reason: their
+#: nodes are lowered straight to host steps under ``fallback='eager'`` and refused
+#: under ``fallback='error'`` (backend/host_steps.py).  Empty: every op Inductor
+#: lowers to loops is tried on the Spyre program first.
+NO_SPYRE_LOWERING: dict[Any, str] = {}
+
+
 def check_supported(graph: Any) -> None:
     """Raise UnsupportedGraph for the first input or operation we cannot compile."""
+    check_inputs(graph)
+    concats = concat_names(graph)
+    for op in graph.operations:
+        reason = op_refusal(op, concats)
+        if reason is not None:
+            raise UnsupportedGraph(reason)
+
+
+def check_inputs(graph: Any) -> None:
     for name, value in graph.graph_inputs.items():
         _check_input(name, value)
-    for op in graph.operations:
-        what = op_description(op)
-        if not isinstance(op, ir.ComputedBuffer):
-            kernel = getattr(op, "python_kernel_name", None) or type(op).__name__
-            raise UnsupportedGraph(
-                f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
-            )
-        if isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
-            raise UnsupportedGraph(
-                f"{what} writes into another buffer ({type(op.layout).__name__}); "
-                "in-place mutation and concatenation buffers are unsupported"
-            )
-        data = op.data
-        if isinstance(data, _UNSUPPORTED_DATA) or not isinstance(data, _SUPPORTED_DATA):
-            raise UnsupportedGraph(f"{what} is a {type(data).__name__}, which is unsupported")
+
+
+def concat_names(graph: Any) -> frozenset[str]:
+    """The graph's ConcatKernel buffers (the regions written into them are lowered)."""
+    return frozenset(op.get_name() for op in graph.operations if isinstance(op, ir.ConcatKernel))
+
+
+def op_refusal(op: Any, concats: frozenset[str] = frozenset()) -> str | None:
+    """Why ``op`` cannot be lowered to the Spyre program (None: it can be tried)."""
+    what = op_description(op)
+    if isinstance(op, ir.ConcatKernel):
+        try:
+            static_ints(op.get_size(), "size", op)
+        except UnsupportedGraph as exc:
+            return str(exc)
+        return None
+    if not isinstance(op, ir.ComputedBuffer):
+        kernel = getattr(op, "python_kernel_name", None) or type(op).__name__
+        return f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
+    if isinstance(op.layout, ir.NonOwningLayout) and region_base(op) in concats:
+        pass  # writes its region of a concatenation (concat.py)
+    elif isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
+        return (
+            f"{what} writes into another buffer ({type(op.layout).__name__}); "
+            "in-place mutation (other than a concatenation's regions) is unsupported"
+        )
+    data = op.data
+    if isinstance(data, _UNSUPPORTED_DATA) or not isinstance(data, _SUPPORTED_DATA):
+        return f"{what} is a {type(data).__name__}, which is unsupported"
+    try:
         static_ints(op.get_size(), "size", op)
         if isinstance(data, ir.Reduction):
             static_ints(data.get_reduction_size(), "reduction size", op)
-        if any(int(s) == 0 for s in op.get_size()):
-            raise UnsupportedGraph(f"{what} has a zero-size dim {list(op.get_size())}")
+    except UnsupportedGraph as exc:
+        return str(exc)
+    if any(int(s) == 0 for s in op.get_size()):
+        return f"{what} has a zero-size dim {list(op.get_size())}"
+    return None

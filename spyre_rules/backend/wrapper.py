@@ -9,6 +9,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
+from spyre_rules.backend.host_codegen import host_tensor_names
 from spyre_rules.codegen import source
 from spyre_rules.codegen.span_check import enforce, record_results
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -39,10 +40,20 @@ class RulesWrapperCodegen(PythonWrapperCodegen):
     def make_buffer_allocation(self, buffer: Any) -> str:
         name = buffer.get_name()
         state = graph_state(V.graph)
-        if name in state.layouts and name not in state.host_outputs:
+        if name in state.layouts and name not in host_tensor_names(state):
             # Computed and consumed on the device only; kernels never touch a host copy.
             return f"{name} = None  # lives only in simulated device memory"
         return super().make_buffer_allocation(buffer)
+
+    def codegen_allocation(self, buffer: Any) -> None:
+        name = buffer.get_name()
+        base = graph_state(V.graph).regions.get(name)
+        if base is None or name in self.allocated:
+            return super().codegen_allocation(buffer)
+        # A region of a concatenation: kernels address the concatenation buffer.
+        self.allocated.add(name)
+        self.codegen_allocation(V.graph.get_buffer(base))
+        self.writeline(f"{name} = None  # a region of {base}")
 
     def generate(self, is_inference: bool) -> Any:
         result = super().generate(is_inference)

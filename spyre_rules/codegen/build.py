@@ -8,7 +8,7 @@ tiles keeps its symbol even when its per-tile extent is 1: Inductor's default
 body squeezes unit dims to the constant 0, which would leave the loop nothing
 to move (every iteration would recompute tile 0).  The recorder turns the body
 into the SSA program; each access becomes a TensorArg with device coordinates
-from the buffer's stick layout (layout_model §1.4).
+from the buffer's stick layout (docs/layout_model.md §1.4).
 
 A tiled op describes one tile, but its indices and the coordinates of every
 tensor that moves with the loop are read at ``sym + i*step`` for every tile, so
@@ -37,14 +37,16 @@ from spyre_rules.errors import CoordinateError
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
-from spyre_rules.program.op_spec import OpSpec, TensorArg
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims, loop_tiled_reduction_dims
+from spyre_rules.ir.op_identity import stamped_kind
+from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "op_name", "output_positions"]
+__all__ = ["build_op_spec", "check_recordable", "output_positions", "spec_op_name"]
 
 
-def op_name(op: ir.ComputedBuffer) -> str:
+def spec_op_name(op: ir.ComputedBuffer) -> str:
     """The OpSpec ``op``: the reduction type, a restickify, or the aten op name."""
-    kind = getattr(op, "spyre_rules_kind", None)
+    kind = stamped_kind(op)
     if kind is not None:
         return kind
     if isinstance(op.data, ir.Reduction):
@@ -66,6 +68,22 @@ def _coordinates(layout: Any, index: sympy.Expr, ranges: dict[Any, Any], what: s
         )
     except CoordinateError as exc:
         raise UnsupportedGraph(f"{what}: {exc}") from None
+
+
+def check_recordable(op: ir.ComputedBuffer) -> None:
+    """Trace ``op``'s untiled loop body once, as ``build_op_spec`` will: raises the
+    recorder's UnsupportedGraph (indirect indexing, scans, unknown ops, ...) before
+    any code is generated, so the backend can place the op on the host."""
+    what = op_description(op)
+    (sizes, rsizes), body, _ = op.get_default_sizes_body()
+    n_out = len(sizes)
+    symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
+    ranges = dict(zip(symbols, [*sizes, *rsizes]))
+    recorder = ProgramRecorder(what)
+    with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
+        body(symbols[:n_out], symbols[n_out:])
+    if recorder.store_entry is None:
+        raise UnsupportedGraph(f"{what}: its loop body stores nothing")
 
 
 def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
@@ -97,27 +115,37 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         layout = state.layouts.get(access.buffer)
         if layout is None:
             raise UnsupportedGraph(f"{what}: buffer {access.buffer} has no Spyre layout")
+        # A region of a concatenation is an access of the concatenation buffer.
+        buffer = state.regions.get(access.buffer, access.buffer)
         if access.is_input:
-            kernel.args.input(access.buffer)
+            kernel.args.input(buffer)
         else:
-            kernel.args.output(access.buffer)
+            kernel.args.output(buffer)
         dl = layout.device_layout
         fixed = bool(getattr(layout, "per_tile_fixed", False))
         moves = not fixed and "lx" not in layout.allocation
+        indirect = [
+            IndirectIndex(sym, size, recorder.index_source(sym))
+            for sym, (_, size) in recorder.indirect.items()
+            if sym in access.index.free_symbols
+        ]
+        extra = {ind.symbol: sympy.Integer(ind.size) for ind in indirect}
         args.append(TensorArg(
             is_input=access.is_input,
             arg_index=-1,  # set once the kernel's argument list is complete
             device_dtype=dl.device_dtype,
             device_size=list(dl.device_size),
             device_coordinates=_coordinates(
-                layout, access.index, loop_ranges if moves else ranges, what
+                layout, access.index + state.region_offsets.get(access.buffer, 0),
+                {**(loop_ranges if moves else ranges), **extra}, what
             ),
             allocation=dict(layout.allocation),
             per_tile_fixed=fixed,
-            name=access.buffer,
+            name=buffer,
+            indirect=indirect,
         ))
     spec = OpSpec(
-        op=op_name(op),
+        op=spec_op_name(op),
         is_reduction=isinstance(op.data, ir.Reduction),
         iteration_space={s: (sympy.Integer(int(r)), 1) for s, r in ranges.items()},
         args=args,
@@ -129,9 +157,13 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         tiled_symbols=tiled,
         tiled_steps=steps,
     )
+    base = state.regions.get(op.get_name())
+    if base is not None:
+        # The store names the concatenation buffer; messages name the op itself.
+        spec.op_info["region"] = {"op": op.get_name(), "of": base}
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
-        check_rigid_tiles(spec, [int(c) for c in op.loop_count], what, host_dims)
+        check_rigid_tiles(spec, [int(c) for c in loop_count(op)], what, host_dims)
     return spec
 
 
@@ -143,11 +175,11 @@ def output_positions(op: ir.ComputedBuffer) -> list[int | None]:
 
 
 def _tiled_dims(op: ir.ComputedBuffer) -> set[int]:
-    return {d for dims in getattr(op, "loop_tiled_dims", None) or () for d in dims}
+    return {d for dims in loop_tiled_dims(op) for d in dims}
 
 
 def _tiled_reduction_dims(op: ir.ComputedBuffer) -> set[int]:
-    return {r for dims in getattr(op, "loop_tiled_reduction_dims", None) or () for r in dims}
+    return {r for dims in loop_tiled_reduction_dims(op) for r in dims}
 
 
 def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
@@ -172,16 +204,14 @@ def _extents(sizes: list[int], levels: list[list[int]], counts: list[int]) -> di
 def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """Loop-wide extent of each tiled output dim: its per-tile extent times the
     counts of every level tiling it (the range its index takes over all tiles)."""
-    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
-    counts = [int(c) for c in getattr(op, "loop_count", None) or ()]
-    return _extents([int(r) for r in op.get_pointwise_size()], levels, counts)
+    return _extents([int(r) for r in op.get_pointwise_size()], loop_tiled_dims(op),
+                    [int(c) for c in loop_count(op)])
 
 
 def _loop_reduction_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """The same for each tiled reduction dim (a reduction level walks the whole range)."""
-    levels = [list(dims) for dims in getattr(op, "loop_tiled_reduction_dims", None) or ()]
-    counts = [int(c) for c in getattr(op, "loop_count", None) or ()]
-    return _extents([int(r) for r in op.get_reduction_size()], levels, counts)
+    return _extents([int(r) for r in op.get_reduction_size()], loop_tiled_reduction_dims(op),
+                    [int(c) for c in loop_count(op)])
 
 
 def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], LoopBody]:
@@ -229,8 +259,8 @@ def _tiling(
 ) -> tuple[list[list[Any]], list[list[int]] | None]:
     """``(tiled_symbols, tiled_steps)`` of a tiled op (OpSpec fields, op_spec.py).
 
-    ``op.loop_tiled_dims`` holds positions in ``data.ranges`` and
-    ``op.loop_tiled_reduction_dims`` positions in ``reduction_ranges``, outermost
+    ``loop_tiled_dims(op)`` holds positions in ``data.ranges`` and
+    ``loop_tiled_reduction_dims(op)`` positions in ``reduction_ranges``, outermost
     level first; OpSpec lists are **innermost level first**, output symbols then
     reduction symbols.  Unit dims that no level tiles have no symbol
     (``_kept_dims``): positions map past them.  A dim tiled at several levels
@@ -238,12 +268,11 @@ def _tiling(
     of the deeper levels tiling it.  ``tiled_steps`` is None when every step is the
     per-tile extent.
     """
-    levels = [list(dims) for dims in getattr(op, "loop_tiled_dims", None) or ()]
+    levels = loop_tiled_dims(op)
     if not levels:
         return [], None
-    red_levels = [list(dims) for dims in getattr(op, "loop_tiled_reduction_dims", None)
-                  or [[] for _ in levels]]
-    counts = [int(c) for c in op.loop_count]
+    red_levels = loop_tiled_reduction_dims(op)
+    counts = [int(c) for c in loop_count(op)]
     tile = [int(r) for r in op.get_pointwise_size()]
     rtile = [int(r) for r in op.get_reduction_size()]
     kept, kept_red = _kept_dims(op), _kept_reduction_dims(op)

@@ -1,4 +1,4 @@
-"""``bundle.mlir`` for kernels with counted loops (seed 003, layout_model §5.7).
+"""``bundle.mlir`` for kernels with counted loops (docs/layout_model.md §5.7).
 
 Compact form: one ``scf.for`` per LoopSpec (bounds ``%loop_bound_N``, numbered
 depth first), one ``sdscbundle.sdsc_execute`` per OpSpec (``sdsc_N.json``,

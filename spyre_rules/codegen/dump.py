@@ -6,7 +6,8 @@ Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
 * ``plan.json``   -- every op's plan record from the pre-scheduling seam (name,
   kind, layout with HBM address, ``decision`` -- ``"no plan"`` until a planner
   records one, and its rule trace), ``span_check`` -- the op's result from
-  ``codegen/span_check.py`` (``fits`` / ``overflow`` / ``off``) -- plus the memory map;
+  ``codegen/span_check.py`` (``fits`` / ``overflow`` / ``off``) -- plus the memory map
+  and ``host_steps``: the ops that ran on the host (name -> description, reason);
 * ``<kernel>/sdsc_N.json`` + ``<kernel>/bundle.mlir`` per generated kernel.
 """
 
@@ -43,6 +44,8 @@ def dump_graph(graph: Any, state: Any) -> Path | None:
     plan = {
         "graph": getattr(graph, "name", None) or folder.name,
         "ops": list(state.plan.values()),
+        # ops run on the host (backend/host_steps.py): name -> description, reason
+        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
         "memory_map": state.memory.to_json() if state.memory is not None else None,
     }
     (folder / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")

@@ -8,12 +8,12 @@ adds ``sum_l i_l * level_byte_strides[l]`` to the arg's base address.
 ``tiled_byte_stride(arg, steps)``: the byte offset one iteration of a level moves
 the arg = the address of the element at ``sym = step_sym`` (each tiled symbol of
 the level at its per-iteration step, all other symbols 0) minus the address at
-all-zero (layout_model §5.8):
+all-zero (docs/layout_model.md §5.8):
 ``sum_d (coord_d(step) - coord_d(0)) * prod(device_size[d+1:]) * element_bytes``.
 A symbol's step is its per-tile range, times the counts of deeper levels tiling
 the same dim (``OpSpec.tiled_steps``; nested hints on one dim).  That is the
 stride ``bundle.mlir``'s affine maps print, the offset the executor applies, and
-the shift ``unroll_loop_specs`` bakes into each copy (design rule §7.6: the
+the shift ``unroll_loop_specs`` bakes into each copy (docs/layout_model.md §5.7: the
 affine stride *is* the per-iteration executor offset).  It means what the tiling
 means only if every tile is a rigid translation of the first one: exact shifted
 coordinates (``shifted_symbols``: ``sym -> sym + sum_l i_l * step_l``) minus the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from spyre_rules.program.op_spec import (
     DataFormats,
+    IndirectIndex,
     LoopSpec,
     OpSpec,
     TensorArg,
@@ -19,6 +20,7 @@ from spyre_rules.program.op_spec import (
 
 __all__ = [
     "DataFormats",
+    "IndirectIndex",
     "LoopSpec",
     "OpSpec",
     "TensorArg",

@@ -3,9 +3,12 @@
 ``ProgramRecorder`` is an ops handler: running a LoopBody under it turns every
 ``ops.load / constant / index_expr / to_dtype / masked / reduction / <pointwise>``
 call into one SSA entry (format in ``op_spec.py``) and every ``load``/``store``
-into an access (buffer name + index) that becomes a TensorArg.  Anything the
-executor could not run (indirect indexing, random numbers, scans, bitcasts,
-atomic stores, unknown op names) raises UnsupportedGraph naming the op.
+into an access (buffer name + index) that becomes a TensorArg.  An
+``indirect_indexing`` call (embedding, index_select, gather) becomes an
+``indirect_index`` entry binding a fresh symbol ``indN`` that later load
+indices use.  Anything the executor could not run (scatter stores through an
+indirect index, random numbers, bitcasts, atomic stores, unknown op names)
+raises UnsupportedGraph naming the op.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import sympy
 import torch
 from torch._inductor.ops_handler import DefaultHandler
+from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
 
 from spyre_rules.facts.coordinates import to_plain_sympy
@@ -52,6 +56,8 @@ class ProgramRecorder(DefaultHandler):
         self.accesses: list[Access] = []
         self.store_entry: dict[str, Any] | None = None
         self._masks: list[Ref] = []
+        #: indirect symbol -> (the program value holding its index, the indexed extent)
+        self.indirect: dict[sympy.Symbol, tuple[Ref, int]] = {}
 
     # -- helpers ---------------------------------------------------------------
     def _refuse(self, reason: str) -> UnsupportedGraph:
@@ -84,6 +90,8 @@ class ProgramRecorder(DefaultHandler):
         return self._emit(entry)
 
     def _store(self, name: str, index: Any, value: Any) -> None:
+        if set(self.indirect) & sympy.sympify(index).free_symbols:
+            raise self._refuse("a store through an indirect index (scatter) is unsupported")
         if self.store_entry is not None:
             raise self._refuse("more than one store in one op")
         self.store_entry = {
@@ -145,8 +153,26 @@ class ProgramRecorder(DefaultHandler):
     def device_assert_async(self, cond: Any, msg: str) -> None:
         return None
 
-    def indirect_indexing(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._refuse("indirect indexing (gather/scatter by a loaded index) is unsupported")
+    def indirect_indexing(self, index: Any, size: Any, check: bool = True,
+                          wrap_neg: bool = True) -> sympy.Symbol:
+        size = sympy.sympify(size)
+        if not size.is_Integer:
+            raise self._refuse(f"indirect index over a symbolic extent {size} is unsupported")
+        symbol = sympy_index_symbol(f"ind{len(self.indirect)}")
+        entry: dict[str, Any] = {"op": "indirect_index", "in": [self._ref(index)],
+                                 "symbol": str(symbol), "size": int(size),
+                                 "wrap_neg": bool(wrap_neg)}
+        if self._masks:
+            entry["masks"] = list(self._masks)
+        self.indirect[symbol] = (self._emit(entry), int(size))
+        return symbol
+
+    def index_source(self, symbol: sympy.Symbol) -> int | None:
+        """The access whose loaded values give ``symbol`` (through casts), if one."""
+        entry = self.program[self.program[self.indirect[symbol][0]]["in"][0]]
+        while entry["op"] in ("to_dtype", "identity"):
+            entry = self.program[entry["in"][0]]
+        return entry["arg"] if entry["op"] == "load" else None
 
     def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if name not in POINTWISE_OPS:

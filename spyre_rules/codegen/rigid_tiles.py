@@ -84,7 +84,8 @@ class _Arg:
         self.levels = level_steps(spec, len(counts))
         width = element_bytes(arg.device_dtype)
         self.strides = [s // width for s in arg_level_strides(spec, arg, len(counts))]
-        self.tile = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
+        self.tile = {**{s: int(r) for s, (r, _) in spec.iteration_space.items()},
+                     **arg.indirect_ranges()}
         self.iters = _iteration_symbols(len(counts))
 
     def ranges(self, active: list[int]) -> dict[Any, int]:

@@ -1,6 +1,6 @@
 """Print a kernel's program as Python source for the generated wrapper.
 
-Layout follows layout_model §5.6: one field per line, every sympy value as
+Layout follows docs/layout_model.md §5.6: one field per line, every sympy value as
 ``sympify('<str>')``, device formats as ``DataFormats.X``; ``tiled_symbols`` is
 printed only when non-empty.  The wrapper module evaluates this source, so the
 executor runs exactly what is printed (nothing is passed around in memory).
@@ -16,13 +16,17 @@ import sympy
 from spyre_rules.facts.stick_layout import DataFormat
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, TensorPlacement
 
-__all__ = ["format_value", "format_program", "kernel_definition"]
+__all__ = ["format_value", "format_program", "kernel_definition", "placement_source"]
 
 IMPORTS = (
     "from spyre_rules.codegen.op_spec import "
     "DataFormats, LoopSpec, OpSpec, TensorArg, TensorPlacement, sympify",
     "from spyre_rules.executor.runtime import rules_device, rules_make_kernel",
 )
+
+
+#: Imported only by the wrapper of a graph with host steps (backend/host_codegen.py).
+HOST_STEP_IMPORTS = ("from spyre_rules.executor.runtime import rules_to_device, rules_to_host",)
 
 
 def format_value(value: Any) -> str:
@@ -67,6 +71,10 @@ def _tensor_arg(arg: TensorArg, pad: str) -> list[str]:
         lines.append(f"{pad}    name={arg.name!r},")
     if arg.segment is not None:
         lines.append(f"{pad}    segment=({int(arg.segment[0])}, {int(arg.segment[1])}),")
+    if arg.indirect:  # (symbol, size, source_arg) triples; TensorArg builds IndirectIndex
+        inds = ", ".join(
+            format_value((i.symbol, int(i.size), i.source_arg)) for i in arg.indirect)
+        lines.append(f"{pad}    indirect=[{inds}],")
     lines.append(f"{pad}),")
     return lines
 
@@ -107,7 +115,7 @@ def format_program(items: list[OpSpec | LoopSpec], pad: str = "    ") -> list[st
     return lines
 
 
-def _placement(p: TensorPlacement) -> str:
+def placement_source(p: TensorPlacement) -> str:
     return (
         f"TensorPlacement(name={p.name!r}, host_size={format_value(tuple(p.host_size))}, "
         f"host_stride={format_value(tuple(p.host_stride))}, host_dtype={p.host_dtype!r}, "
@@ -131,7 +139,7 @@ def kernel_definition(
     for label, table in (("stickify", stickify), ("unstickify", unstickify)):
         lines.append(f"    {label}={{")
         for index, p in table.items():
-            lines.append(f"        {index}: {_placement(p)},")
+            lines.append(f"        {index}: {placement_source(p)},")
         lines.append("    },")
     lines.append(")")
     return "\n".join(lines)

@@ -40,6 +40,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.codegen.loops import arg_moves, level_symbols
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
@@ -186,7 +187,8 @@ def _per_iteration_bound(
 
 
 def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]:
-    ranges = _core_ranges(spec)
+    # an indirect symbol may take any value of the dim it indexes (whole range)
+    ranges = {**_core_ranges(spec), **arg.indirect_ranges()}
     shifts = _shift_levels(spec, arg, counts)
     reduction = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
     size = [int(s) for s in arg.device_size]
@@ -214,7 +216,13 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]
 
 
 def _op_name(spec: OpSpec) -> str:
-    """The op's output buffer (what ``store`` writes through): the plan record's key."""
+    """The op's output buffer (what ``store`` writes through): the plan record's key.
+
+    A region of a concatenation stores into the concatenation buffer; its own name
+    is in ``op_info["region"]``."""
+    region = spec.op_info.get("region")
+    if region:
+        return region["op"]
     index = (spec.op_info.get("store") or {}).get("arg")
     if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
         return spec.args[index].name
@@ -247,7 +255,7 @@ def _planner_decision(record: dict[str, Any] | None, dim: DimCheck) -> str:
     if record is None:
         text = "the op has no plan record"
     else:
-        decision = record.get("decision", "no plan")
+        decision = record.get("decision", NO_PLAN)
         reason = record.get("reason")
         text = f"{decision}: {reason}" if reason else str(decision)
     if dim.symbols and set(dim.symbols) <= set(dim.reduction_symbols):

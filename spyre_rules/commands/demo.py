@@ -4,7 +4,7 @@
     spyre-rules demo --model seed_add --out /tmp/demo --format json
     spyre-rules demo --max-span-bytes 16384
 
-Compiles a bundled model (``spyre_rules/examples/span_overflow.py``) with
+Compiles a bundled model (``spyre_rules/examples/span_overflow.py``, ``lm_block.py``) with
 ``torch.compile(model, backend="spyre_rules")`` and automatic span-overflow
 tiling switched on, runs it on the CPU executor and compares the result with
 eager PyTorch.  Prints, per op, the decision (plan / no plan / user hint), the
@@ -16,7 +16,7 @@ largest error against eager.
 Why a small limit: the hardware limit is 256 MiB per core, so a tensor that
 overflows it is several GB -- too large for a CPU simulation that finishes in
 seconds.  The demo compiles at ``--max-span-bytes 8192`` (default) with
-``--sencores 4``, the small-limit setting of the seed tests, where KiB-sized
+``--sencores 4``, the small-limit setting of docs/layout_model.md §6.1-§6.2, where KiB-sized
 tensors hit the same planner decisions.
 
 Exit codes: 0 the program compiled, every generated op's spans fit the limit
@@ -32,11 +32,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: model name -> factory in spyre_rules.examples.span_overflow
+#: model name -> (module in spyre_rules.examples, factory returning (model, inputs))
 MODELS = {
-    "gated_residual": "gated_residual_example",
-    "seed_add": "seed_add_example",
+    "gated_residual": ("span_overflow", "gated_residual_example"),
+    "seed_add": ("span_overflow", "seed_add_example"),
+    "lm_block": ("lm_block", "lm_block_example"),
 }
+
+
+#: A model's own demo limit where the default one does not suit it: at 8 KiB the policy
+#: refuses lm_block's graph (an attention matmul reads an auto-tiled restickify it cannot
+#: share a loop with: "Cannot auto-tile ..."), so it would run eagerly; at 32 KiB it tiles.
+DEMO_LIMITS = {"lm_block": 32768}
+
+
+def build_model(model_name: str) -> tuple[Any, tuple[Any, ...]]:
+    """The bundled demo model and its example inputs."""
+    import importlib
+
+    module, factory = MODELS[model_name]
+    return getattr(importlib.import_module(f"spyre_rules.examples.{module}"), factory)()
 
 #: Largest |spyre - eager| accepted: fp16 results may differ by rounding (one ulp at ~2).
 DEFAULT_TOLERANCE = 2e-3
@@ -49,12 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="gated_residual",
                         help="bundled demo model (default gated_residual)")
     parser.add_argument("--max-span-bytes", type=int, default=None,
-                        help="span limit of the demo (default 8192; see the module doc for why)")
+                        help="span limit of the demo (default 8192, lm_block 32768; see the "
+                             "module doc for why)")
     parser.add_argument("--sencores", type=int, default=4, help="cores for work division (default 4)")
     parser.add_argument("--out", default="spyre_rules_out",
                         help="folder receiving the artifacts (default ./spyre_rules_out)")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                         help=f"largest accepted error against eager (default {DEFAULT_TOLERANCE})")
+    parser.add_argument("--fallback", choices=("error", "eager"), default="error",
+                        help="an op without a Spyre lowering: 'error' (default) fails the demo, "
+                             "'eager' runs it as a host step of the program (listed)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE", default=None,
                         help="also draw each op's worst span before/after tiling against the limit "
@@ -86,11 +105,19 @@ def _span_violations(kernels: list[Any], limit: int) -> list[str]:
         for spec in iter_op_specs(kernel.specs):
             ranges = {sym: int(r) for sym, (r, _) in spec.iteration_space.items()}
             for arg in spec.args:
-                report = verify_spans(arg.device_size, arg.device_coordinates, ranges,
+                report = verify_spans(arg.device_size, arg.device_coordinates,
+                                      {**ranges, **arg.indirect_ranges()},
                                       element_bytes(arg.device_dtype))
                 found += [f"{kernel.name}: {spec.op} {arg.name} device dim {d.device_dim} "
                           f"spans {d.span_bytes} bytes" for d in report.check(limit)]
     return found
+
+
+def _host_steps(folder: Path) -> list[str]:
+    """``description: reason`` of each op that ran on the host (``--fallback eager``)."""
+    plan = json.loads((folder / "plan.json").read_text())
+    return [f"{s['description']}: {s['reason']}" for s in plan.get("host_steps", {}).values()
+            if not s["reason"].startswith("part of host step")]
 
 
 def _op_rows(folder: Path) -> list[dict[str, Any]]:
@@ -109,13 +136,13 @@ def _op_rows(folder: Path) -> list[dict[str, Any]]:
 def _graphs(out: Path, before_dirs: set[str]) -> list[dict[str, Any]]:
     """The dump folders this run wrote: their plan rows and files."""
     folders = sorted(p for p in out.iterdir() if p.is_dir() and p.name not in before_dirs)
-    return [{"folder": str(f), "ops": _op_rows(f),
+    return [{"folder": str(f), "ops": _op_rows(f), "host_steps": _host_steps(f),
              "files": sorted(str(p.relative_to(f)) for p in f.rglob("*") if p.is_file())}
             for f in folders]
 
 
 def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Path,
-             tolerance: float) -> dict[str, Any]:
+             tolerance: float, fallback: str = "error") -> dict[str, Any]:
     """Compile, run and compare one demo model; the report (also used by tests)."""
     import torch
 
@@ -125,8 +152,8 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
     from spyre_rules.examples import span_overflow
     from spyre_rules.executor.runtime import recent_kernels
 
-    limit = max_span_bytes or span_overflow.DEMO_MAX_SPAN_BYTES
-    model, inputs = getattr(span_overflow, MODELS[model_name])()
+    limit = max_span_bytes or DEMO_LIMITS.get(model_name, span_overflow.DEMO_MAX_SPAN_BYTES)
+    model, inputs = build_model(model_name)
     out.mkdir(parents=True, exist_ok=True)
     before_dirs = {p.name for p in out.iterdir()}
     before = max((k.serial for k in recent_kernels()), default=-1)
@@ -137,7 +164,7 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
         "out": str(out), "ok": False,
     }
     settings = dict(max_span_bytes=limit, sencores=sencores, ignore_span_overflow_hints=False,
-                    ignore_wsr_hints=False, coarse_tiling=True, fallback="error",
+                    ignore_wsr_hints=False, coarse_tiling=True, fallback=fallback,
                     dump_dir=str(out))
     torch._dynamo.reset()
     try:
@@ -229,6 +256,11 @@ def _text(report: dict[str, Any]) -> str:
                 lines.append(f"  {'':5} rule {r['rule']}{message}")
             if r.get("layout"):
                 lines.extend(f"  {'':5} {text}" for text in _layout_lines(r["layout"]))
+        if graph.get("host_steps"):
+            lines.append(f"host steps ({len(graph['host_steps'])} ops ran on the host, "
+                         "--fallback eager):")
+            for step in graph["host_steps"]:
+                lines.extend(_fit(f"  {step}", indent=" " * 4))
     lines.append("")
     if "error" in report:
         for graph in report["graphs"]:
@@ -272,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
     hide_cache_off_warning()
     import os
 
-    # Inductor caches would skip the pipeline on a hit (design/inductor_integration.md).
+    # Inductor caches would skip the pipeline on a hit (docs/inductor_integration.md pitfall 7).
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
     plot_path = None
@@ -285,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"spyre-rules demo: error: {err}", file=sys.stderr)
             return 2
     report = run_demo(args.model, args.max_span_bytes, args.sencores, Path(args.out),
-                      args.tolerance)
+                      args.tolerance, args.fallback)
     if plot_path is not None:
         report["plots"] = [str(p) for p in _plot(args.model, report, plot_path)]
     if args.format == "json":
@@ -300,9 +332,8 @@ def run(args: argparse.Namespace) -> int:
 def _plot(model_name: str, report: dict[str, Any], path: Path) -> list[Path]:
     """The demo model's decisions under the demo's settings, drawn (commands/plot.py)."""
     from spyre_rules.commands.plot import plot_program
-    from spyre_rules.examples import span_overflow
 
-    model, inputs = getattr(span_overflow, MODELS[model_name])()
+    model, inputs = build_model(model_name)
     settings = dict(max_span_bytes=report["max_span_bytes"], sencores=report["sencores"],
                     ignore_span_overflow_hints=False, ignore_wsr_hints=False)
     return plot_program(model, inputs, settings, path, f"spyre-rules demo --model {model_name}")

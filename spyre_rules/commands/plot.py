@@ -100,11 +100,13 @@ def _figure(rows: list[OpSpans], limit: int, title: str) -> Any:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    from spyre_rules.engine.records import NO_PLAN, PLAN, UNSUPPORTED
+
     n = len(rows)
     fig, ax = plt.subplots(figsize=(max(7.0, 1.6 * n + 3.0), 5.0), dpi=100)
     xs = list(range(n))
     width = 0.38
-    colours = {"plan": "#2b7a3d", "no plan": "#7f7f7f", "unsupported": "#b03a2e"}
+    colours = {PLAN: "#2b7a3d", NO_PLAN: "#7f7f7f", UNSUPPORTED: "#b03a2e"}
     for x, r in zip(xs, rows):
         if r.before is not None:
             ax.bar(x - width / 2, r.before, width, color="#d9a441", edgecolor="black", linewidth=0.5)
@@ -125,9 +127,9 @@ def _figure(rows: list[OpSpans], limit: int, title: str) -> Any:
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(color="#d9a441", label="before tiling"),
-                       Patch(color=colours["plan"], label="after tiling (plan)"),
-                       Patch(color=colours["no plan"], label="no plan (unchanged)"),
-                       Patch(color=colours["unsupported"], label="unsupported (unchanged)")],
+                       Patch(color=colours[PLAN], label="after tiling (plan)"),
+                       Patch(color=colours[NO_PLAN], label="no plan (unchanged)"),
+                       Patch(color=colours[UNSUPPORTED], label="unsupported (unchanged)")],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -137,6 +139,8 @@ def _figure(rows: list[OpSpans], limit: int, title: str) -> Any:
 def write_figures(rows: list[OpSpans], limit: int, path: Path, title: str) -> list[Path]:
     """One figure per graph; the paths written."""
     from matplotlib import pyplot as plt
+
+    from spyre_rules.engine.records import NO_PLAN, PLAN, UNSUPPORTED
 
     graphs = sorted({r.graph for r in rows}) or [0]
     written = []
@@ -162,7 +166,7 @@ def plot_program(fn: Any, inputs: list[Any], settings: dict[str, Any], path: Pat
     with config.patch(**settings):
         decisions = plan_graph(ops)
         groups, actions, _error = run_grouping(ops, [])
-        grouped = {name: (g.splits, f"grouping.{actions[name].rule}")
+        grouped = {name: (g.member_splits.get(name, g.splits), f"grouping.{actions[name].rule}")
                    for g in groups or [] for name in g.ops if name in actions}
         rows = measure(ops, decisions, grouped)
         limit = config.max_span_bytes

@@ -72,7 +72,9 @@ class OpExpect:
 @dataclasses.dataclass(frozen=True)
 class GroupExpect:
     ops: tuple[str, ...]
-    splits: tuple[tuple[int, int], ...]
+    splits: tuple[tuple[int, int], ...]  # the first member's levels (each member tiles its own dims)
+    # op -> the levels that member runs (() untiled); filled for actual groups, never compared
+    member_splits: dict = dataclasses.field(default_factory=dict, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)

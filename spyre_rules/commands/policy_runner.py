@@ -171,9 +171,12 @@ def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, 
         outcome = group_operations(ops, trace=trace)
         groups = []
         for members, _levels in outcome.groups:
-            hints = getattr(members[0], "dim_hints", None) or []
+            own = {op.get_name(): tuple((int(h.host_dim), int(h.split_count))
+                                        for h in getattr(op, "dim_hints", None) or []
+                                        if h.host_dim is not None)
+                   for op in members}
             groups.append(GroupExpect(tuple(op.get_name() for op in members),
-                                      tuple((int(h.host_dim), int(h.split_count)) for h in hints)))
+                                      own[members[0].get_name()], own))
         return groups, dict(outcome.actions), None
     except Unsupported as err:
         return None, {}, str(err)

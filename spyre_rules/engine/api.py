@@ -1,7 +1,7 @@
 """Public entry points of the rule engine for one op or a list of ops.
 
 * ``plan_span_overflow_tile(op, max_cores=None)`` -> plan | None, or raises
-  ``spyre_rules.Unsupported`` with the deciding rule's message (seed 000);
+  ``spyre_rules.Unsupported`` with the deciding rule's message (docs/layout_model.md §4.8);
 * ``explain_op(op)`` -> the :class:`OpDecision` with its rule trace;
 * ``plan_graph(operations)`` -> one :class:`OpDecision` per op (never raises
   Unsupported: it is recorded in the decision).
@@ -56,7 +56,7 @@ def _require_graph(op: Any) -> None:
 
 
 def plan_span_overflow_tile(op: Any, max_cores: int | None = None) -> SpanOverflowTilePlan | None:
-    """The op's span-overflow tile plan, or None; raises ``Unsupported`` (seed 000)."""
+    """The op's span-overflow tile plan, or None; raises ``Unsupported`` (docs/layout_model.md §4.8)."""
     decision = explain_op(op, max_cores)
     if decision.error is not None:
         raise decision.error

@@ -1,4 +1,4 @@
-"""Named example programs for ``spyre-rules explain`` (seed 000's examples).
+"""Named example programs for ``spyre-rules explain`` (docs/layout_model.md §6 and the planner's other cases).
 
 Each example is a small torch function, its input shapes and dtype, and the
 span limit it is meant to be explained at (``None``: the configured limit).
@@ -63,25 +63,40 @@ def _pointwise_chain(x):
     return c, d
 
 
+def _lm_block(*args):
+    from spyre_rules.examples.lm_block import lm_block
+
+    return lm_block(*args)
+
+
+#: ``spyre_rules.examples.lm_block.lm_block_shapes()`` (batch 1, seq 16, dim 64, hidden 128,
+#: 4 heads), spelled out so that listing the examples does not import torch.
+_LM_BLOCK_SHAPES = ((1, 16, 64), (64,), (64, 64), (64, 64), (64, 64), (64, 64), (64,),
+                    (128, 64), (128, 64), (64, 128), (16, 16), (16, 16), (16, 16))
+
+
 EXAMPLES: dict[str, Example] = {
     "pointwise_overflow": Example(_add, ((1, 8195, 256, 64), (1, 8195, 256, 64)), "float16", None,
-                                  "seed 1: x + y whose output coordinate spans 268,533,760 bytes"),
+                                  "x + y whose output coordinate spans 268,533,760 bytes (docs/layout_model.md §6.1)"),
     "reduction_input": Example(_sum0, ((2, 20, 16, 64),), "float16", 8192,
-                               "seed 4: x.sum(dim=0), input span controlled by an output dim"),
+                               "x.sum(dim=0), input span controlled by an output dim (docs/layout_model.md §6.2)"),
     "reduction_output": Example(_sum1, ((20, 2, 16, 64),), "float16", 8192,
-                                "seed 3: x.sum(dim=1), the reduction output overflows"),
+                                "x.sum(dim=1), the reduction output overflows"),
     "lm_head": Example(_lm_head, ((2, 64), (1024, 64)), "float16", 8192,
-                       "seed 5: F.linear -> restickify producer + BMM consumer (group conflict)"),
+                       "F.linear -> restickify producer + BMM consumer sharing one loop (docs/layout_model.md §6.3)"),
     "stick_alignment": Example(_plus_one, ((8192, 49159),), "float16", None,
-                               "seed 7: every split would cut sticks or exceed the cap"),
+                               "every split would cut sticks or exceed the cap (docs/layout_model.md §6.5)"),
     "indirect_read": Example(_gather, ((8, 64),), "float16", 64,
-                             "seed 2: x[index] + 1 is left to the indirect-access path",
+                             "x[index] + 1 is left to the indirect-access path (docs/layout_model.md §4.2)",
                              index_inputs=((4,),)),
     "scalar_reduction": Example(_full_sum, ((8, 64),), "float16", 64, "x.sum(): skipped"),
     "reduction_controlled": Example(_sum_last, ((64, 8192),), "float16", 65536,
-                                    "seed 8: the overflowing input span is driven by the reduction"),
+                                    "the overflowing input span is driven by the reduction (docs/layout_model.md §3.5)"),
     "pointwise_chain": Example(_pointwise_chain, ((1, 20, 16, 64),), "float16", 8192,
                                "a Pointwise run and a consumer that conforms to its split"),
+    "lm_block": Example(_lm_block, _LM_BLOCK_SHAPES, "float16", 8192,
+                        "a Llama-style decoder layer (RMSNorm, rotary, causal attention, "
+                        "SiLU-gated MLP)"),
 }
 
 

@@ -1,17 +1,22 @@
 """``span_overflow_groups(operations)``: planned ops -> coarse-tile groups.
 
 The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
-layout_model §5.1): ops are visited in graph order with at most one open run
-of Pointwise ops sharing one tile loop; the first rule that fires decides
+docs/layout_model.md §5.1): ops are visited in graph order with at most one open run
+of ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
 condition and message is in ``rules/grouping.rules``; this module only keeps
-the run, allocates hint ids and stamps the hints.
+the run, computes the bindings rules read (``plan``, ``carried``), allocates
+hint ids and stamps the hints.
+
+A run is one loop: its levels' split counts are shared by every member, but
+each member tiles its *own* host dims (a matmul reads its restickified weight's
+dim 0 through its output dim 1), so the run keeps every member's levels.
 
 Closing a run (or a ``single`` op) makes a group shaped like a user-hint group,
 ``([ops], [(hint_id, sympy.Integer(split), False), ...])``, and stamps each
 member with one synthetic ``DimHint`` per level (``dim_names`` =
-``["_span_overflow"]``, the member's loop variable of that host dim), so
-``spyre_rules.coarse_tile`` consumes them exactly like user hints.
+``["_span_overflow"]``, the member's loop variable of its host dim at that
+level), so ``spyre_rules.coarse_tile`` consumes them exactly like user hints.
 """
 
 from __future__ import annotations
@@ -27,12 +32,12 @@ from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.engine.records import OpDecision, TraceStep
-from spyre_rules.engine.values import Level, Run, Tiling
+from spyre_rules.engine.values import Carry, Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
 __all__ = ["HINT_ID_BASE", "GroupingOutcome", "group_operations", "span_overflow_groups"]
 
-#: First synthetic hint id (seed 000 "_SPAN_OVERFLOW_HINT_ID = 10000"): an id
+#: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
 HINT_ID_BASE = 10000
 
@@ -46,14 +51,54 @@ class GroupingOutcome:
     decisions: dict[str, OpDecision]     # op name -> planner decision (ops whose plan was read)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Member:
+    op: Any
+    levels: list[Level] | None  # the op's own host dim per loop level, outer to inner;
+    rule: str                   # None: loop-invariant (untiled, whole result every iteration)
+
+
+def _tiled(members: list["_Member"]) -> list["_Member"]:
+    return [m for m in members if m.levels is not None]
+
+
+def _tiling(levels: list[Level]) -> Tiling:
+    return Tiling.of((lv.host_dim, lv.split) for lv in levels)
+
+
+def _splits(levels: list[Level]) -> list[tuple[int, bool]]:
+    return [(lv.split, lv.is_reduction) for lv in levels]
+
+
+def carry(op: Any, members: list[_Member], loop: list[Level]) -> Carry | None:
+    """The ``carried`` binding: the loop's split on ``op``'s own output dims.
+
+    For each level, every run member ``op`` reads must have its tiled host dim at
+    that level read by one output dim of ``op`` (``read_tile_dim``), the same for
+    all of them; the dims must be distinct.  None when ``op`` reads no member or
+    any of that fails.  A measurement: which answer to act on is the rules'."""
+    reads = facts.read_buffers(op)
+    read = [m for m in _tiled(members) if m.op.get_name() in reads]
+    if not read or not loop:
+        return None
+    levels = []
+    for i, level in enumerate(loop):
+        dims = {facts.read_tile_dim(op, m.op.get_name(), m.levels[i].host_dim)  # type: ignore[index]
+                for m in read}
+        if len(dims) != 1 or None in dims:
+            return None
+        levels.append(Level(dims.pop(), level.split, level.is_reduction))
+    if len({lv.host_dim for lv in levels}) != len(levels):
+        return None
+    return Carry(levels, _tiling(levels), frozenset(m.op.get_name() for m in read))
+
+
 class _Grouper:
     def __init__(self, ev: Evaluator, hinted: frozenset) -> None:
         self.ev = ev
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
-        self.run_ops: list[Any] = []
-        self.run_rules: list[str] = []  # the grouping rule that put each run member in
-        self.run_levels: list[Level] = []
+        self.members: list[_Member] = []
         self.groups: list[Group] = []
         self.next_id = HINT_ID_BASE
         self.decisions: dict[str, OpDecision] = {}
@@ -63,11 +108,16 @@ class _Grouper:
         self._run: Run | None = None
         self._auto_tiled: frozenset | None = None
 
+    @property
+    def loop(self) -> list[Level]:
+        """The open run's levels as its first tiled member runs them (empty: no run)."""
+        tiled = _tiled(self.members)
+        return list(tiled[0].levels) if tiled else []  # type: ignore[arg-type]
+
     def run_value(self) -> Run:
         if self._run is None:
-            self._run = Run(bool(self.run_ops), frozenset(op.get_name() for op in self.run_ops),
-                            list(self.run_levels),
-                            Tiling.of((lv.host_dim, lv.split) for lv in self.run_levels))
+            self._run = Run(bool(self.members), frozenset(m.op.get_name() for m in self.members),
+                            self.loop, _tiling(self.loop))
         return self._run
 
     def auto_tiled_value(self) -> frozenset:
@@ -75,13 +125,8 @@ class _Grouper:
             self._auto_tiled = frozenset(self.auto_tiled)
         return self._auto_tiled
 
-    def set_run(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
-        self.run_ops, self.run_levels, self.run_rules = ops, levels, rules
-        self._run = None
-
-    def extend_run(self, op: Any, rule: str) -> None:
-        self.run_ops.append(op)
-        self.run_rules.append(rule)
+    def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
+        self.members.append(_Member(op, None if levels is None else list(levels), rule))
         self._run = None
 
     def plan_of(self, op: Any) -> Any:
@@ -91,37 +136,47 @@ class _Grouper:
             raise decision.error
         return None if decision.plan is None else plan_record(decision.plan)
 
-    def close(self, ops: list[Any], levels: list[Level], rules: list[str]) -> None:
-        if not ops:
+    def close(self, members: list[_Member]) -> None:
+        if not members:
             return
         # The verifier has the last word on every member's split before any hint is stamped.
-        tile = Tiling.of((lv.host_dim, lv.split) for lv in levels)
-        for op, rule in zip(ops, rules):
-            self.ev.veto(op, tile, f"grouping rule `{rule}`")
-        ids = list(range(self.next_id, self.next_id + len(levels)))
-        self.next_id += len(levels)
-        for op in ops:
-            op.dim_hints = _hints(op, levels, ids)
-            self.auto_tiled.add(op.get_name())
+        for m in members:
+            self.ev.veto(m.op, _tiling(m.levels or []), f"grouping rule `{m.rule}`")
+        shared = _tiled(members)[0].levels or []
+        ids = list(range(self.next_id, self.next_id + len(shared)))
+        self.next_id += len(shared)
+        for m in members:
+            m.op.dim_hints = _hints(m.op, m.levels, shared, ids)
+            self.auto_tiled.add(m.op.get_name())
         self._auto_tiled = None
-        self.groups.append((list(ops), [(i, sympy.Integer(lv.split), lv.is_reduction)
-                                        for i, lv in zip(ids, levels)]))
+        self.groups.append(([m.op for m in members],
+                            [(i, sympy.Integer(lv.split), lv.is_reduction)
+                             for i, lv in zip(ids, shared)]))
 
     def close_run(self) -> None:
-        ops, levels, rules = self.run_ops, self.run_levels, self.run_rules
-        if ops:
-            self.set_run([], [], [])
-        self.close(ops, levels, rules)
+        members = self.members
+        if members:
+            self.members = []
+            self._run = None
+        # Untiled members after the last tiled one need no loop: they run once, after it.
+        while members and members[-1].levels is None:
+            members.pop()
+        self.close(members)
 
     def visit(self, op: Any) -> TraceStep:
-        plan_cell: dict[str, Any] = {}
+        cells: dict[str, Any] = {}
 
         def plan() -> Any:
-            if "plan" not in plan_cell:
-                plan_cell["plan"] = self.plan_of(op)
-            return plan_cell["plan"]
+            if "plan" not in cells:
+                cells["plan"] = self.plan_of(op)
+            return cells["plan"]
 
-        env = self.ev.env(op=op, plan=Lazy(plan), run=self.run_value(),
+        def carried() -> Carry | None:
+            if "carried" not in cells:
+                cells["carried"] = carry(op, self.members, self.loop)
+            return cells["carried"]
+
+        env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
                           auto_tiled_producers=self.auto_tiled_value(),
                           hinted_producers=self.hinted)
         fired = self.ev.first_match(self.ev.program.grouping, env, op)
@@ -131,38 +186,57 @@ class _Grouper:
         rule, message = fired
         action = rule.action
         step = self.ev.trace[-1]
+        name = op.get_name()
         if action == "reject":
             raise Unsupported(message or rule.name)
         if action == "pass":
             self.close_run()
         elif action == "conform":
-            if not self.run_ops:
-                raise Unsupported(f"grouping rule `{rule.name}` conforms {op.get_name()} to a run, "
+            through = carried()
+            if through is None:
+                raise Unsupported(f"grouping rule `{rule.name}` conforms {name} to the open run, "
+                                  "but its reads of the run carry no split onto its dims")
+            self.add(op, through.levels, rule.name)
+        elif action == "join" and plan() is None:
+            tiled = {m.op.get_name() for m in _tiled(self.members)}
+            if not tiled:
+                raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   "but no run is open")
-            self.extend_run(op, rule.name)
+            if facts.read_buffers(op) & tiled:
+                # Untiled, it would read a per-tile buffer as if it were the whole tensor.
+                raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
+                                  f"untiled to the open run, but it reads "
+                                  f"{sorted(facts.read_buffers(op) & tiled)} of the run")
+            self.add(op, None, rule.name)
         elif action in ("join", "start", "single"):
             own = plan()
             if own is None:
                 raise Unsupported(f"grouping rule `{rule.name}` decided `{action}` for "
-                                  f"{op.get_name()}, which has no plan")
+                                  f"{name}, which has no plan")
             if action == "join":
-                if own.levels != self.run_levels:
-                    raise Unsupported(f"grouping rule `{rule.name}` joins {op.get_name()} to a run "
-                                      f"with another split ({own.tiling!r} vs {self.run_value().tiling!r})")
-                self.extend_run(op, rule.name)
+                if not self.members or _splits(own.levels) != _splits(self.loop):
+                    raise Unsupported(f"grouping rule `{rule.name}` joins {name} to a run "
+                                      f"with another split ({own.tiling!r} vs "
+                                      f"{self.run_value().tiling!r})")
+                self.add(op, own.levels, rule.name)
             elif action == "start":
                 self.close_run()
-                self.set_run([op], list(own.levels), [rule.name])
+                self.add(op, own.levels, rule.name)
             else:
                 self.close_run()
-                self.close([op], list(own.levels), [rule.name])
+                self.close([_Member(op, list(own.levels), rule.name)])
         return step
 
 
-def _hints(op: Any, levels: list[Level], ids: list[int]) -> list[Any]:
-    """One synthetic DimHint per level: the op's loop variable of that host dim."""
+def _hints(op: Any, levels: list[Level] | None, shared: list[Level], ids: list[int]) -> list[Any]:
+    """One synthetic DimHint per level: the op's loop variable of that host dim
+    (none for a loop-invariant member: ``levels`` None)."""
     from spyre_rules.ir.dim_hint import DimHint
 
+    if levels is None:
+        return [DimHint(dim_names=list(facts.AUTO_HINT_DIM_NAMES), split_count=level.split,
+                        loop_var=None, is_reduction=False, hint_id=hint_id, host_dim=None)
+                for level, hint_id in zip(shared, ids)]
     snapshot = facts.op_facts(op)
     positions = snapshot.position_vars or []
     by_split_dim = {d: s for s, d in snapshot.reduction_dims.items()}
@@ -207,5 +281,5 @@ def group_operations(operations: Sequence[Any], max_cores: int | None = None,
 
 
 def span_overflow_groups(operations: Sequence[Any], max_cores: int | None = None) -> list[Group]:
-    """Coarse-tile groups for automatic span-overflow tiling (seed 000 adapter)."""
+    """Coarse-tile groups for automatic span-overflow tiling (docs/architecture.md "Public names")."""
     return group_operations(operations, max_cores).groups

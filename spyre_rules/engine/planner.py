@@ -26,27 +26,16 @@ from spyre_rules.engine.records import (
     SpanOverflowTilePlan, TraceStep,
 )
 from spyre_rules.engine.values import Combo, DimGroup, Level, PlanRecord, Tiling, sort_key
+from spyre_rules.ir.op_identity import ir_class, op_name
 
-__all__ = ["Evaluator", "cap_splits", "op_kind"]
+__all__ = ["Evaluator", "cap_splits"]
 
 _UNTILED = Tiling(())
 
 
-def op_kind(op: Any) -> str:
-    data = getattr(op, "data", None)
-    return type(data).__name__ if data is not None else type(op).__name__
-
-
-def _name(op: Any) -> str:
-    try:
-        return str(op.get_name())
-    except Exception:  # noqa: BLE001
-        return type(op).__name__
-
-
 def cap_splits(legal: list[int], required: int, max_splits: int, keep_smallest: int,
                radius: int) -> list[int]:
-    """The split counts kept for one dim when there are too many (§6.4 step 4):
+    """The split counts kept for one dim when there are too many (docs/layout_model.md §4.4):
     the smallest ones, a window around the first count >= ``required``, then the
     largest ones, in ascending order."""
     if len(legal) <= max_splits:
@@ -100,7 +89,7 @@ class Evaluator:
         self.trace.append(TraceStep(section, rule, outcome, message, values))
 
     def _fail(self, op: Any, where: str, err: EvalError) -> Unsupported:
-        return Unsupported(f"Cannot plan {_name(op)}: rule {where} failed: {err}")
+        return Unsupported(f"Cannot plan {op_name(op)}: rule {where} failed: {err}")
 
     def fire(self, rule: Rule, env: dict) -> tuple[str | None, dict[str, Any]]:
         """Message and watched values of a rule that fired."""
@@ -242,7 +231,7 @@ class Evaluator:
         if problems:
             self.record("veto", "span_verifier", "refuse", "; ".join(problems), op=op, tile=tile)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise Unsupported(f"Cannot auto-tile {_name(op)}: the span verifier refuses split {tile!r}, "
+            raise Unsupported(f"Cannot auto-tile {op_name(op)}: the span verifier refuses split {tile!r}, "
                               f"which {accepted_by} accepted: {problems[0]}{more}")
 
     def accepted_by(self) -> str:
@@ -318,7 +307,7 @@ class Evaluator:
             infos.append(ChunkingInfo(
                 total_bytes=getattr(coord, "total_bytes", None),
                 per_core_span=cand.span_bytes,
-                core_split_estimate=1,  # no Work Division help assumed (seed 000 "Span Calculation")
+                core_split_estimate=1,  # no work division help assumed (docs/layout_model.md §3.4)
                 selected_device_dim_size=getattr(coord, "span_elems", None),
                 selected_device_span_stride_elems=getattr(coord, "inner_elems", None),
                 selected_host_dim=cand.host_dim,
@@ -332,7 +321,7 @@ class Evaluator:
     def decide(self, op: Any) -> OpDecision:
         """The op's decision and trace; an Unsupported is recorded, not raised."""
         start = len(self.trace)
-        name, kind = _name(op), op_kind(op)
+        name, kind = op_name(op), ir_class(op)
         try:
             plan, reason = self._decide(op)
         except Unsupported as err:

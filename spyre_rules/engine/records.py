@@ -1,7 +1,7 @@
-"""What the engine returns: plans (the seed's dataclasses), decisions and traces.
+"""What the engine returns: plans (the public plan records), decisions and traces.
 
 ``SpanOverflowTilePlan`` / ``SpanOverflowTileLevel`` / ``ChunkingInfo`` are the
-public contract of seed 000 (layout_model §4.1).  ``OpDecision`` is one op's
+public contract of docs/layout_model.md §4.1.  ``OpDecision`` is one op's
 answer with the trace of every rule that fired; ``spyre-rules explain`` and
 the dump's ``plan.json`` print it.
 """

@@ -25,11 +25,12 @@ from typing import Any
 
 import sympy
 
+from spyre_rules.ir.op_identity import op_name
 from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
 __all__ = [
-    "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
+    "Carry", "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
     "iteration_order", "render", "sort_key",
 ]
 
@@ -99,7 +100,7 @@ class PlanRecord:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """grouping: the open run of Pointwise ops sharing one loop."""
+    """grouping: the open run of ops sharing one loop (``levels`` as its first op runs them)."""
 
     is_open: bool
     members: frozenset
@@ -107,9 +108,19 @@ class Run:
     tiling: Tiling
 
 
+@dataclasses.dataclass(frozen=True)
+class Carry:
+    """grouping: the open run's split on one op's own output dims (prelude ``Carry``)."""
+
+    levels: list       # loop order, outer to inner
+    tiling: Tiling
+    through: frozenset  # the run members the op reads
+
+
 #: prelude record name -> the engine's dataclass
 ENGINE_RECORDS: dict[str, type] = {
     "DimGroup": DimGroup, "Combo": Combo, "Level": Level, "Plan": PlanRecord, "Run": Run,
+    "Carry": Carry,
 }
 
 
@@ -130,13 +141,8 @@ def iteration_order(values: Any) -> list:
 
 
 def _op_name(value: Any) -> str | None:
-    get_name = getattr(value, "get_name", None)
-    if callable(get_name):
-        try:
-            return str(get_name())
-        except Exception:  # noqa: BLE001 - an unnamed node renders by its type
-            return type(value).__name__
-    return None
+    """An IR node's name (``op_name``); None for a value that is not an op."""
+    return op_name(value) if callable(getattr(value, "get_name", None)) else None
 
 
 def _layout_text(value: Any) -> str | None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from spyre_rules.examples.lm_block import LMBlock, lm_block_example
 from spyre_rules.examples.mlp_softmax import MLPSoftmaxBlock, mlp_softmax_example
 
-__all__ = ["EXAMPLES", "MLPSoftmaxBlock", "mlp_softmax_example"]
+__all__ = ["EXAMPLES", "LMBlock", "MLPSoftmaxBlock", "lm_block_example", "mlp_softmax_example"]
 
 EXAMPLES: dict[str, Callable[..., tuple[Any, tuple[Any, ...]]]] = {
     "mlp_softmax": mlp_softmax_example,
+    "lm_block": lm_block_example,
 }

@@ -37,7 +37,7 @@ class GatedResidual(nn.Module):
 
 
 class SeedAdd(nn.Module):
-    """Seed 000's ``x + y``, on (1, 20, 16, 64) instead of (1, 8195, 256, 64)."""
+    """The ``x + y`` of docs/layout_model.md §6.1, on (1, 20, 16, 64) instead of (1, 8195, 256, 64)."""
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x + y

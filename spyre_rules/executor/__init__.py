@@ -16,7 +16,8 @@ about one float16 ulp (tests allow 2e-3) in float16.
 from __future__ import annotations
 
 from spyre_rules.executor.evaluate import CHUNK_ELEMENTS, run_op_spec
-from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
+from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError, IndirectIndexError
 from spyre_rules.executor.stickify import stickify, unstickify
 
-__all__ = ["CHUNK_ELEMENTS", "DeviceMemory", "DeviceMemoryError", "run_op_spec", "stickify", "unstickify"]
+__all__ = ["CHUNK_ELEMENTS", "DeviceMemory", "DeviceMemoryError", "IndirectIndexError",
+           "run_op_spec", "stickify", "unstickify"]

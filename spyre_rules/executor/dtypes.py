@@ -1,7 +1,7 @@
 """Host dtypes, their device storage, and the compute form of values.
 
 Device storage (what the simulated HBM holds per element; the element width is
-``128 // elems_per_stick`` bytes, layout_model §1.2):
+``128 // elems_per_stick`` bytes, docs/layout_model.md §1.2):
 
 =============  ===========  ==========================================
 host dtype     device fmt   storage in the simulated HBM

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from spyre_rules.executor import dtypes, reductions, views
-from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
+from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError, IndirectIndexError
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
 from spyre_rules.program.pointwise import apply_pointwise
@@ -61,6 +61,8 @@ _STRUCTURES_LIMIT = 1 << 14
 
 
 def _structure(arg: TensorArg, strides: list[int]) -> views.Structure | None:
+    if arg.indirect:
+        return None  # data-dependent coordinates: the general gather, bounds-checked per point
     key = (tuple(arg.device_coordinates), tuple(strides))
     hit = _STRUCTURES.get(id(arg))
     if hit is not None and hit[0] is arg and hit[1] == key:
@@ -304,6 +306,61 @@ class _Program:
             self._loaded[id(entry)] = (key, value)  # the latest per load: bounded memory
         return value
 
+    def _indirect_index(self, entry: dict[str, Any], values: list[Any],
+                        env: dict[str, Any]) -> torch.Tensor:
+        """Bind an indirect symbol to its index values (op_spec.py), refusing any index
+        outside ``[0, size)`` -- it would read another row, or past the tensor."""
+        index = torch.as_tensor(values[entry["in"][0]])
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise IndirectIndexError(
+                f"op {self.name}: indirect index {entry['symbol']} is a {index.dtype} value, "
+                "not an integer")
+        index = index.to(torch.int64)
+        size = int(entry["size"])
+        if entry.get("wrap_neg", True):
+            index = torch.where(index < 0, index + size, index)
+        bad = (index < 0) | (index >= size)
+        active = _active_mask(entry, values)
+        if active is not None:
+            bad = bad & active
+            index = torch.where(active, index, 0)
+        if bool(bad.any()):
+            original = torch.as_tensor(values[entry["in"][0]]).to(torch.int64)
+            original = torch.broadcast_to(original, torch.broadcast_shapes(original.shape, bad.shape))
+            where = self._point(bad, env)
+            raise IndirectIndexError(
+                f"op {self.name}: indirect index {entry['symbol']} = {int(original[bad][0])}"
+                f"{where} is outside [0, {size}) of the dim it indexes"
+                f"{self._index_tensor(entry, values)}")
+        env[entry["symbol"]] = index
+        return index
+
+    def _index_tensor(self, entry: dict[str, Any], values: list[Any]) -> str:
+        source = self.program[entry["in"][0]]
+        while source["op"] in ("to_dtype", "identity"):
+            source = self.program[source["in"][0]]
+        users = [a.name for a in self.spec.args if any(str(i.symbol) == entry["symbol"]
+                                                         for i in a.indirect)]
+        read = f"; read from tensor {self.spec.args[source['arg']].name}" if source["op"] == "load" else ""
+        return f" (indexing tensor {', '.join(map(str, users))}{read})"
+
+    @staticmethod
+    def _point(bad: torch.Tensor, env: dict[str, Any]) -> str:
+        """`` at c0=.., c1=..`` for the first offending iteration point."""
+        first = [int(i[0]) for i in bad.nonzero(as_tuple=True)]
+        names = []
+        for name, grid in env.items():
+            if not name.startswith("c"):
+                continue
+            if isinstance(grid, torch.Tensor):
+                axis = next((a for a, n in enumerate(grid.shape) if n > 1), None)
+                if axis is None or axis >= len(first) or bad.shape[axis] == 1:
+                    continue  # the index does not vary along this symbol
+                names.append(f"{name}={int(grid.flatten()[first[axis]])}")
+            else:
+                names.append(f"{name}={grid}")
+        return f" at {', '.join(sorted(names))}" if names else ""
+
     def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
               values: list[Any] | None = None) -> list[Any]:
         """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
@@ -326,6 +383,8 @@ class _Program:
                 mask, body = (values[i] for i in entry["in"])
                 value = torch.where(torch.as_tensor(mask).bool(), torch.as_tensor(body),
                                     torch.as_tensor(entry["other"]).to(torch.as_tensor(body).dtype))
+            elif kind == "indirect_index":
+                value = self._indirect_index(entry, values, env)
             elif kind == "getitem":
                 value = values[entry["in"][0]][entry["index"]]
             elif kind == "reduction":

@@ -13,11 +13,16 @@ import torch
 
 from spyre_rules.errors import SpyreRulesError
 
-__all__ = ["DeviceMemory", "DeviceMemoryError"]
+__all__ = ["DeviceMemory", "DeviceMemoryError", "IndirectIndexError"]
 
 
 class DeviceMemoryError(SpyreRulesError, IndexError):
     """An access falls outside its tensor's allocation (names op, tensor, address)."""
+
+
+class IndirectIndexError(DeviceMemoryError):
+    """An indirect index (embedding id, index_select / gather index) is outside the
+    dim it indexes (names op, symbol, value, iteration point and index tensor)."""
 
 
 class DeviceMemory:

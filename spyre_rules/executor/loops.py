@@ -105,8 +105,9 @@ def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str
     depth = len(counts)
     strides = arg_level_strides(spec, arg, depth)
     used = set().union(*(c.free_symbols for c in arg.device_coordinates))
-    ranges = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
-    names = [s for s in spec.iteration_space if s in used]
+    # an indirect symbol takes every value of its dim; it never moves with a loop
+    ranges = {**{s: int(r) for s, (r, _) in spec.iteration_space.items()}, **arg.indirect_ranges()}
+    names = [s for s in ranges if s in used]
     env: dict[str, Any] = {}
     for axis, sym in enumerate(names):
         shape = [1] * len(names)

@@ -14,7 +14,15 @@ The wrapper of one compiled graph holds::
 the program's OpSpecs then read and write device memory only; buffers the
 caller sees (graph outputs, the ``unstickify`` args) are copied back into their
 host tensors afterwards.  Intermediates never leave device memory (their host
-argument is ``None``).  One device memory per compiled graph: calls of the same
+argument is ``None``), except around a *host step* (an op that runs on the host,
+backend/host_steps.py): ``rules_to_host`` unstickifies a device buffer it reads
+into a fresh host tensor, ``rules_to_device`` stickifies what it wrote back::
+
+    buf1 = rules_to_host(spyre_device, TensorPlacement(name='buf1', ...))
+    buf2 = torch.ops.aten.tanh.default(buf1)
+    rules_to_device(spyre_device, TensorPlacement(name='buf2', ...), buf2)
+
+One device memory per compiled graph: calls of the same
 compiled graph must not run concurrently.
 """
 
@@ -34,7 +42,17 @@ from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
 
-__all__ = ["GraphDevice", "ProgramKernel", "rules_device", "rules_make_kernel", "recent_kernels"]
+__all__ = [
+    "GraphDevice",
+    "ProgramKernel",
+    "read_host_tensor",
+    "recent_kernels",
+    "rules_device",
+    "rules_make_kernel",
+    "rules_to_device",
+    "rules_to_host",
+    "write_host_tensor",
+]
 
 _RECENT: list[weakref.ref] = []
 _RECENT_LIMIT = 256
@@ -47,6 +65,8 @@ class GraphDevice:
     def __init__(self, total_bytes: int) -> None:
         self.total_bytes = int(total_bytes)
         self._memory: DeviceMemory | None = None
+        #: host step transfers (rules_to_host / rules_to_device) so far (tests)
+        self.host_transfers = 0
 
     def memory(self) -> DeviceMemory:
         if self._memory is None:
@@ -62,12 +82,12 @@ def _layout(p: TensorPlacement) -> SpyreTensorLayout:
     return SpyreTensorLayout(tuple(p.device_size), tuple(p.stride_map), p.device_dtype)
 
 
-def _check_host(kernel: str, p: TensorPlacement, tensor: Any) -> None:
+def _check_host(who: str, p: TensorPlacement, tensor: Any) -> None:
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"kernel {kernel}: argument {p.name} is {type(tensor).__name__}, not a tensor")
+        raise TypeError(f"{who}: argument {p.name} is {type(tensor).__name__}, not a tensor")
     if tuple(tensor.shape) != tuple(p.host_size) or tensor.dtype != dtypes.host_dtype(p.host_dtype):
         raise ValueError(
-            f"kernel {kernel}: argument {p.name} is {tuple(tensor.shape)} {tensor.dtype}, "
+            f"{who}: argument {p.name} is {tuple(tensor.shape)} {tensor.dtype}, "
             f"the program was compiled for {tuple(p.host_size)} {p.host_dtype}"
         )
 
@@ -99,50 +119,10 @@ class ProgramKernel:
         return DeviceMemory(end) if end else None
 
     def _write_input(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
-        _check_host(self.name, p, tensor)
-        if self._write_structured(memory, p, tensor):
-            return
-        data = stickify(tensor, _layout(p)).reshape(-1).view(torch.uint8)
-        if data.numel() != p.size_in_bytes or p.address + data.numel() > memory.total_bytes:
-            raise DeviceMemoryError(
-                f"kernel {self.name}: stickified {p.name} is {data.numel()} bytes, its "
-                f"segment at {p.address} holds {p.size_in_bytes}"
-            )
-        memory.write_bytes(p.address, data)
-
-    def _write_structured(self, memory: DeviceMemory, p: TensorPlacement,
-                          tensor: torch.Tensor) -> bool:
-        """Stickify straight into the segment through strided views (same bytes as
-        ``stickify`` + ``write_bytes``); False when the layout is not structured."""
-        storage = dtypes.storage_dtype(p.device_dtype, tensor.dtype)
-        width = element_bytes(p.device_dtype)
-        nbytes = math.prod(p.device_size) * width
-        if nbytes != p.size_in_bytes or p.address + nbytes > memory.total_bytes or p.address % width:
-            return False
-        plan = structured(_layout(p), tensor.shape, tensor.stride(), p.address // width)
-        if plan is None:
-            return False
-        if tensor.numel() * width != nbytes:  # padding: the segment is zero there
-            memory.read_bytes(p.address, nbytes).zero_()
-        values = dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
-        views.copy_out(memory.view(storage), plan, values.reshape(plan.shape))
-        return True
+        write_host_tensor(memory, p, tensor, f"kernel {self.name}")
 
     def _read_output(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
-        _check_host(self.name, p, tensor)
-        host = dtypes.host_dtype(p.host_dtype)
-        storage = dtypes.storage_dtype(p.device_dtype, host)
-        width = element_bytes(p.device_dtype)
-        plan = None
-        if p.address % width == 0 and p.address + p.size_in_bytes <= memory.total_bytes:
-            plan = structured(_layout(p), p.host_size, p.host_stride, p.address // width)
-        if plan is not None:
-            raw = views.copy_in(memory.view(storage), plan)
-            tensor.copy_(dtypes.from_storage(raw, host).reshape(tuple(p.host_size)))
-            return
-        raw = memory.read_bytes(p.address, p.size_in_bytes).view(storage)
-        value = unstickify(raw, _layout(p), p.host_size, p.host_stride, host)
-        tensor.copy_(value)
+        read_host_tensor(memory, p, tensor, f"kernel {self.name}")
 
     def run(self, *args: Any) -> None:
         self.calls += 1
@@ -156,6 +136,73 @@ class ProgramKernel:
         run_items(self.specs, memory, self.name, lx=self._lx_memory())
         for i, p in self.unstickify.items():
             self._read_output(memory, p, args[i])
+
+
+def write_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor,
+                      who: str) -> None:
+    """Stickify host ``tensor`` into its segment ``p`` of device memory."""
+    _check_host(who, p, tensor)
+    if _write_structured(memory, p, tensor):
+        return
+    data = stickify(tensor, _layout(p)).reshape(-1).view(torch.uint8)
+    if data.numel() != p.size_in_bytes or p.address + data.numel() > memory.total_bytes:
+        raise DeviceMemoryError(
+            f"{who}: stickified {p.name} is {data.numel()} bytes, its "
+            f"segment at {p.address} holds {p.size_in_bytes}"
+        )
+    memory.write_bytes(p.address, data)
+
+
+def _write_structured(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> bool:
+    """Stickify straight into the segment through strided views (same bytes as
+    ``stickify`` + ``write_bytes``); False when the layout is not structured."""
+    storage = dtypes.storage_dtype(p.device_dtype, tensor.dtype)
+    width = element_bytes(p.device_dtype)
+    nbytes = math.prod(p.device_size) * width
+    if nbytes != p.size_in_bytes or p.address + nbytes > memory.total_bytes or p.address % width:
+        return False
+    plan = structured(_layout(p), tensor.shape, tensor.stride(), p.address // width)
+    if plan is None:
+        return False
+    if tensor.numel() * width != nbytes:  # padding: the segment is zero there
+        memory.read_bytes(p.address, nbytes).zero_()
+    values = dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
+    views.copy_out(memory.view(storage), plan, values.reshape(plan.shape))
+    return True
+
+
+def read_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor,
+                     who: str) -> None:
+    """Unstickify segment ``p`` of device memory into host ``tensor``."""
+    _check_host(who, p, tensor)
+    host = dtypes.host_dtype(p.host_dtype)
+    storage = dtypes.storage_dtype(p.device_dtype, host)
+    width = element_bytes(p.device_dtype)
+    plan = None
+    if p.address % width == 0 and p.address + p.size_in_bytes <= memory.total_bytes:
+        plan = structured(_layout(p), p.host_size, p.host_stride, p.address // width)
+    if plan is not None:
+        raw = views.copy_in(memory.view(storage), plan)
+        tensor.copy_(dtypes.from_storage(raw, host).reshape(tuple(p.host_size)))
+        return
+    raw = memory.read_bytes(p.address, p.size_in_bytes).view(storage)
+    value = unstickify(raw, _layout(p), p.host_size, p.host_stride, host)
+    tensor.copy_(value)
+
+
+def rules_to_host(device: GraphDevice, p: TensorPlacement) -> torch.Tensor:
+    """A host step's input: a fresh host tensor holding the device buffer ``p``."""
+    tensor = torch.empty_strided(tuple(p.host_size), tuple(p.host_stride),
+                                 dtype=dtypes.host_dtype(p.host_dtype))
+    read_host_tensor(device.memory(), p, tensor, f"host step input {p.name}")
+    device.host_transfers += 1
+    return tensor
+
+
+def rules_to_device(device: GraphDevice, p: TensorPlacement, tensor: torch.Tensor) -> None:
+    """A host step's output: stickified into its device segment for the Spyre ops."""
+    write_host_tensor(device.memory(), p, tensor, f"host step output {p.name}")
+    device.host_transfers += 1
 
 
 def rules_device(total_bytes: int) -> GraphDevice:

@@ -2,12 +2,12 @@
 
 A device tensor is dense row-major over ``layout.device_size`` (last dim: one
 stick).  For a device position with coordinates ``coords`` the identity of
-layout_model §1.1 gives its host element: ``host_offset = dot(coords,
+docs/layout_model.md §1.1 gives its host element: ``host_offset = dot(coords,
 stride_map)`` (dims with stride_map -1 contribute nothing and must be 0).
 Padding positions (the stick dim padded up to a multiple of elems_per_stick)
 also produce *some* offset, possibly one of a real element, so a position is
 kept only if it round-trips: its host offset decomposes into an in-range host
-index whose device coordinates (layout_model §1.4) are exactly ``coords``.
+index whose device coordinates (docs/layout_model.md §1.4) are exactly ``coords``.
 Padding stays zero.
 
 Positions are processed in chunks of ``CHUNK_POSITIONS`` so temporary index

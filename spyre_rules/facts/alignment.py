@@ -2,11 +2,15 @@
 
 Automatic grouping puts a consumer into its producer's tile loop only when tile
 ``t`` of the consumer reads exactly tile ``t`` of the producer.  For a split of
-output host dim ``d`` that holds when every read of the producer's buffer
-addresses the buffer's host dim ``d`` by the very loop symbol that drives the
-consumer's output dim ``d``, over the same range, and no other host dim of the
-buffer by that symbol.  A permute (``x.transpose(0, 1)``) or a view that merges
-or splits dims breaks it: the same dim number then names different elements.
+the producer's host dim ``h`` that holds when every read of the producer's buffer
+addresses host dim ``h`` by one bare loop symbol ``s`` over the buffer's whole
+extent of ``h``, ``s`` drives one output host dim ``d`` of the consumer over the
+same range, and ``s`` addresses no other host dim of the buffer: a split of the
+consumer's dim ``d`` by the same count then reads tile ``t`` of the buffer in
+iteration ``t``.  ``d`` need not equal ``h``: a matmul reads its restickified
+weight's dim 0 through its output dim 1, ``x.transpose(0, 1)`` reads dim 1 of
+``x`` through its dim 0.  A view that merges or splits ``h`` (the coordinate is
+not a bare symbol) or reads only part of it has no such ``d``.
 """
 
 from __future__ import annotations
@@ -17,35 +21,52 @@ from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import as_int
 from spyre_rules.facts.registry import Op, fact
 
-__all__ = ["reads_dim_by_own_symbol"]
+__all__ = ["read_tile_dim", "reads_dim_by_own_symbol"]
+
+
+@fact
+def read_tile_dim(op: Op, buffer: str, dim: int) -> int | None:
+    """The output host dim of ``op`` whose loop symbol alone addresses host dim
+    ``dim`` of every read of ``buffer`` (whole extent, same range in ``op``'s
+    write, no other host dim of the buffer by it); unknown when there is none or
+    it cannot be shown."""
+    facts = op_facts(op)
+    h = as_int(dim)
+    write = facts.write
+    deps = [dep for dep in facts.memory_reads if dep.name == buffer]
+    layout = facts.buffer_layout(buffer)
+    if h is None or write is None or not deps or layout is None or not 0 <= h < len(layout.size):
+        return None
+    size = as_int(layout.size[h])
+    found = None
+    for dep in deps:
+        if dep.is_indirect():
+            return None
+        try:
+            coords = host_coordinates(layout.size, layout.stride, dep.index, dep.ranges)
+        except (CoordinateError, AttributeError, TypeError):
+            return None
+        if len(coords) != len(layout.size):
+            return None
+        sym = coords[h]
+        if not getattr(sym, "is_Symbol", False) or (found is not None and sym != found):
+            return None
+        if any(sym in c.free_symbols for j, c in enumerate(coords) if j != h):
+            return None
+        if size is None or size != as_int(dep.ranges.get(sym)) or size != as_int(write.ranges.get(sym)):
+            return None
+        found = sym
+    out_dim = facts.symbol_dims.get(found)
+    if out_dim is None or [s for s, d in facts.symbol_dims.items() if d == out_dim] != [found]:
+        return None
+    return int(out_dim)
 
 
 @fact
 def reads_dim_by_own_symbol(op: Op, buffer: str, dim: int) -> bool:
     """Every read of ``buffer`` by ``op`` addresses the buffer's host dim ``dim``
     exactly by the loop symbol of ``op``'s output dim ``dim`` (same range), and no
-    other host dim by it.  False when that cannot be shown."""
-    facts = op_facts(op)
+    other host dim by it: ``read_tile_dim(op, buffer, dim) == dim``.  False when
+    that cannot be shown."""
     d = as_int(dim)
-    symbols = [s for s, out_dim in facts.symbol_dims.items() if out_dim == d]
-    write = facts.write
-    deps = [dep for dep in facts.memory_reads if dep.name == buffer]
-    layout = facts.buffer_layout(buffer)
-    if d is None or len(symbols) != 1 or write is None or not deps or layout is None:
-        return False
-    (sym,) = symbols
-    for dep in deps:
-        if dep.is_indirect():
-            return False
-        try:
-            coords = host_coordinates(layout.size, layout.stride, dep.index, dep.ranges)
-        except (CoordinateError, AttributeError, TypeError):
-            return False
-        if not 0 <= d < len(coords) or coords[d] != sym:
-            return False
-        if any(sym in c.free_symbols for j, c in enumerate(coords) if j != d):
-            return False
-        size = as_int(layout.size[d])
-        if size is None or size != as_int(dep.ranges.get(sym)) or size != as_int(write.ranges.get(sym)):
-            return False
-    return True
+    return d is not None and read_tile_dim(op, buffer, d) == d

@@ -1,6 +1,6 @@
 """Device (and host) coordinates of an Inductor index: facts only.
 
-Spec: ``design/layout_model.md`` §1.4 (``compute_coordinates``).  Given a tensor's
+Spec: ``docs/layout_model.md`` §1.4 (``compute_coordinates``).  Given a tensor's
 dims as ``(size, stride)`` pairs -- a SpyreTensorLayout's ``device_size`` /
 ``stride_map`` or a host view's ``size`` / ``stride`` -- and a flat element index
 over Inductor loop variables, return one sympy expression per dim such that the

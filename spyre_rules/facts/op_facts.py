@@ -37,7 +37,7 @@ from spyre_rules.facts.access import (
     read_host_coords,
     reduction_symbols,
 )
-from spyre_rules.facts.alignment import reads_dim_by_own_symbol
+from spyre_rules.facts.alignment import read_tile_dim, reads_dim_by_own_symbol
 from spyre_rules.facts.hint_kinds import AUTO_HINT_DIM_NAMES, has_user_hints, is_auto_hint
 from spyre_rules.facts.layout_facts import divisors, host_size, stick_elems, within_stick_dim
 from spyre_rules.facts.op_cache import _CACHE, clear_cache, op_facts

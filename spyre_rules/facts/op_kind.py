@@ -14,8 +14,9 @@ from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import FactError
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.registry import Layout, Op, fact
-from spyre_rules.facts.snapshot import op_name, static_layout
+from spyre_rules.facts.snapshot import static_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
@@ -32,6 +33,13 @@ def is_computed_buffer(op: Op) -> bool:
 @fact
 def has_fixed_tiled_layout(op: Op) -> bool:
     return isinstance(getattr(op, "layout", None), FixedTiledLayout)
+
+
+@fact
+def writes_concat_region(op: Op) -> bool:
+    layout = getattr(op, "layout", None)
+    return isinstance(layout, ir.NonOwningLayout) and isinstance(
+        getattr(getattr(layout.view, "data", None), "data", None), ir.ConcatKernel)
 
 
 @fact

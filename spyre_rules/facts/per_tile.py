@@ -4,10 +4,10 @@ A tiling maps output host dims to split counts (``{1: 5}``: host dim 1 in five
 equal tiles).  Coarse tiling then runs the op once per tile over per-tile loop
 ranges, writing a per-tile output buffer whose host sizes are divided, whose
 host strides are contiguous and whose device layout is the original one resized
-(layout_model §2.2, §4.6, §5.2).  The span facts must describe *that* kernel.
+(docs/layout_model.md §2.2, §4.6, §5.2).  The span facts must describe *that* kernel.
 
-Deliberate difference from the reference (architecture.md "Deliberate
-differences" #1, layout_model §3.6): the reference validates a tile by shrinking
+Deliberate difference from the reference (docs/architecture.md "Deliberate
+differences" #1, docs/layout_model.md §3.6): the reference validates a tile by shrinking
 the output ranges *and* dividing them again inside the span rule, and it maps
 the *original* write index (full-tensor strides) onto the per-tile stride_map.
 Both under-estimate spans, so it accepts unsafe plans.  Here:
@@ -31,7 +31,7 @@ indexer, an ambiguous device-layout resize, coordinates that cannot be derived)
 the answer is a :class:`CannotRebuild` carrying the reason.
 
 Pure sympy + the layout model: no torch import, so synthetic layouts can be
-tested without capturing ops (e.g. layout_model §6.4's 2^38-element tensor).
+tested without capturing ops (e.g. docs/layout_model.md §6.4's 2^38-element tensor).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class OutputView:
     """The output access of one tile: layout, write index, ranges and coordinates.
 
     ``rebuilt`` is False for the untiled view (the op's own layout and write dep
-    are used unchanged -- resizing to the same size is not the identity, §7.8).
+    are used unchanged -- resizing to the same size is not the identity, docs/layout_model.md §7.8).
     """
 
     tiling: TilingKey
@@ -311,7 +311,7 @@ def output_coords(buffer: str, view: OutputView) -> list[Coord]:
     """Coord records of an output view; spans over its per-tile ranges, no further split.
 
     ``inner_elems = prod(device_size[dim+1:])``: a write covers whole inner extents
-    (seed 000 "Span Calculation").  Stick and constant coordinates are included
+    (docs/layout_model.md §3.2).  Stick and constant coordinates are included
     (marked by ``is_stick`` / empty ``symbols``); which ones matter is policy.
     """
     ranges = view.range_map
@@ -439,7 +439,7 @@ def tile_access_coords(
 
     * the full-buffer write of a tiled output differs from its per-tile buffer
       where the tiled host dim is not the outermost device coordinate
-      (layout_model §6.4: 2^37 vs 2^34 bytes for split (64, 8));
+      (docs/layout_model.md §6.4: 2^37 vs 2^34 bytes for split (64, 8));
     * the reference's tile-aware input extent (§3.2: ``min(span, size)`` per inner
       coordinate) under-measures a read: for ``x.sum(dim=0)`` on (2, 20, 16, 64)
       split {0: 2, 1: 8} it gives 5,120 B where a tile's read of x spans 40,960 B.

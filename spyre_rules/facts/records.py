@@ -61,7 +61,7 @@ class Read:
 
 @dataclasses.dataclass(frozen=True)
 class Coord:
-    """One device coordinate of an access and its measured span (layout_model §3.2).
+    """One device coordinate of an access and its measured span (docs/layout_model.md §3.2).
 
     ``span_elems`` is a sound upper bound on the number of values the coordinate
     takes over the (per-tile) ranges, or None when no bound is proven.

@@ -17,7 +17,7 @@ and installs it around those queries.  Answers given before any graph was set
 are not memoised ("unknown now, retry later").
 
 Symbols: Inductor squeezes size-1 dims out of MemoryDeps while ``data.ranges``
-keeps them (docs/layout_model.md §7.10); ``ReadWrites.range_vars`` says which loop
+keeps them (docs/layout_model.md §7.2); ``ReadWrites.range_vars`` says which loop
 variable (or 0) iterates each position of ``data.ranges`` -- the output host
 dims -- and is what maps a symbol back to its host dim.
 """
@@ -48,18 +48,12 @@ from spyre_rules.facts.per_tile import (
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, tiling_key
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.op_identity import op_name
 
-__all__ = ["OpFacts", "layout_fingerprint", "op_name", "per_snapshot", "snapshot", "static_layout"]
+__all__ = ["OpFacts", "layout_fingerprint", "per_snapshot", "snapshot", "static_layout"]
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def op_name(op: Any) -> str:
-    try:
-        return str(op.get_name())
-    except Exception:  # noqa: BLE001 - unnamed IR nodes are described by type
-        return type(op).__name__
 
 
 def static_layout(layout: Any) -> bool:
@@ -230,7 +224,7 @@ class OpFacts:
             return None
         return list(rw.range_vars[:n])
 
-    # ------------------------------------------------------------ symbols (layout_model §3.5)
+    # ------------------------------------------------------------ symbols (docs/layout_model.md §3.5)
 
     @property
     def symbol_dims(self) -> dict[sympy.Symbol, int]:

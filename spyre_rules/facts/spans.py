@@ -1,4 +1,4 @@
-"""Span facts for device coordinates (layout_model.md §3.2-§3.3, seed 000 "Span Calculation").
+"""Span facts for device coordinates (docs/layout_model.md §3.2-§3.3).
 
 These functions *measure*; they never compare against a limit.  Every answer is
 either ``None`` ("cannot be bounded soundly") or a bound that is never below the
@@ -469,7 +469,7 @@ def per_core_span_bytes(
     """Output-side per-core span: span x prod(device_size[d+1:]) x itemsize.
 
     Inner dims count at full size because a write covers whole inner extents
-    (seed 000 "Span Calculation"); outer dims choose separate base regions.
+    (docs/layout_model.md §3.2); outer dims choose separate base regions.
     """
     sizes = _layout(device_size, coords)
     d = _dim(device_dim, len(sizes), allow_stick=False)

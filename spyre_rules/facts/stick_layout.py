@@ -1,6 +1,6 @@
 """The Spyre physical (stick) layout model: facts only, no thresholds, no decisions.
 
-Spec: ``design/layout_model.md`` §1 (SpyreTensorLayout, stick sizes, the generic
+Spec: ``docs/layout_model.md`` §1 (SpyreTensorLayout, stick sizes, the generic
 constructor), §2.2 (``_resize_device_layout``) and §4.5 (within-stick host dim).
 
 This module is pure Python on purpose: ``spyre-rules check`` and the rule
@@ -62,7 +62,7 @@ class DataFormat(enum.Enum):
         return self.name
 
 
-# fp32 = 32 is inferred from 128-byte sticks (layout_model §7.7); int32 is hard-coded 32.
+# fp32 = 32 is inferred from 128-byte sticks (docs/layout_model.md §7.7); int32 is hard-coded 32.
 _EPS: dict[DataFormat, int] = {
     DataFormat.SEN169_FP16: 64,
     DataFormat.IEEE_FP32: 32,
@@ -109,7 +109,7 @@ _DTYPES: dict[str, DTypeInfo] = {
 
 
 def dtype_info(dtype: Any) -> DTypeInfo:
-    """Host->device dtype facts (layout_model §1.2) for a torch.dtype or its name."""
+    """Host->device dtype facts (docs/layout_model.md §1.2) for a torch.dtype or its name."""
     if isinstance(dtype, DTypeInfo):
         return dtype
     name = str(dtype).removeprefix("torch.")
@@ -321,7 +321,7 @@ def generic_stick_layout(
     dim_order: Sequence[int] | None = None,
     sparse: bool = False,
 ) -> SpyreTensorLayout:
-    """The default device layout for a host view (layout_model §1.3).
+    """The default device layout for a host view (docs/layout_model.md §1.3).
 
     ``dim_order`` lists host dims outermost first; its last entry is the stick host dim
     (default: identity, stick = last host dim).  A trailing ``-1`` (or ``sparse=True``)
@@ -406,7 +406,7 @@ def resize_device_layout(
 ) -> SpyreTensorLayout:
     """Rebuild ``layout`` for a shrunk (per-tile) or grown host size, keeping its dim order.
 
-    Follows layout_model §2.2 pass by pass.  Wherever the reference raises
+    Follows docs/layout_model.md §2.2 pass by pass.  Wherever the reference raises
     RuntimeError the answer would be a guess, so this raises LayoutError with the reason.
     """
     if not isinstance(layout, SpyreTensorLayout):
@@ -444,7 +444,7 @@ def resize_device_layout(
             ones = [p for p in range(rank) if old[p] == 1 and p != stick_host_dim]
             if len(ones) == 1:
                 matched[j] = ones[0]
-            continue  # ambiguous size-1 dims are left alone (§7.8)
+            continue  # ambiguous size-1 dims are left alone (docs/layout_model.md §7.8)
         cands = [p for p in range(rank) if old[p] == ds[j] and p != stick_host_dim]
         if len(cands) > 1:
             cands = [p for p in cands if old_hs[p] == sm[j]]

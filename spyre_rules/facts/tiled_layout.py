@@ -1,6 +1,6 @@
 """FixedTiledLayout: an Inductor FixedLayout (the host view) plus its Spyre device layout.
 
-Spec: ``design/layout_model.md`` §2.1.  It subclasses the real
+Spec: ``docs/layout_model.md`` §2.1.  It subclasses the real
 ``torch._inductor.ir.FixedLayout`` so every Inductor code path (indexers, storage
 size, ``as_fixed``, scheduling) keeps treating the buffer as a fixed host layout,
 while the Spyre passes read ``device_layout`` for physical addresses.

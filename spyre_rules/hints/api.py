@@ -1,6 +1,6 @@
 """User-facing hint API: ``spyre_hint``, ``declare_tensor_dim``, ``name_tensor_dims``.
 
-How a hint reaches the compiler (design/inductor_integration.md §5):
+How a hint reaches the compiler (docs/inductor_integration.md §5):
 
 * ``spyre_hint(...)`` returns a ``torch.fx.traceback.annotate`` context manager.
   Dynamo runs ``annotate`` eagerly while tracing, so every FX node created in the

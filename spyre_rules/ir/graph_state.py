@@ -27,6 +27,12 @@ class RulesGraphState:
     host_outputs: set[str] = dataclasses.field(default_factory=set)
     #: op name -> plan record (filled by the pre-scheduling seam; see plan.json).
     plan: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: op writing a region of a concatenation -> the concatenation's buffer
+    #: (the op's layout is Inductor's NonOwningLayout view of it; see concat.py).
+    regions: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: region op -> storage offset of its region in the concatenation buffer
+    #: (its own indices are relative to the region, as in Inductor's wrapper).
+    region_offsets: dict[str, int] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     #: the simulated HBM map (program.memory_map.MemoryMap), set last before scheduling.
@@ -39,6 +45,14 @@ class RulesGraphState:
     wrapper_source: str | None = None
     #: name of the wrapper variable holding the graph's simulated device memory.
     device_var: str | None = None
+    #: op name -> {"description", "reason"} of every host step (backend/host_steps.py),
+    #: in graph order; empty unless the graph is partitioned (fallback='eager').
+    host_steps: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    #: host step name -> the buffers it writes that Spyre ops read (stickified after it).
+    host_stickify: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: buffer -> the full-size copy a host step reads instead (a tiled op read both
+    #: inside its loop and by a host step; passes/tiling_propagation.py).
+    host_renames: dict[str, str] = dataclasses.field(default_factory=dict)
     #: True once the pre-scheduling passes ran (the seam can be reached twice).
     prepared: bool = False
 

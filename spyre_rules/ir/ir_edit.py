@@ -1,4 +1,4 @@
-"""Small, careful edits of Inductor IR objects (design/inductor_integration.md §4).
+"""Small, careful edits of Inductor IR objects (docs/inductor_integration.md §3).
 
 ``Loops``/``Pointwise``/``Reduction`` are frozen dataclasses and many of their
 methods cache results on the instance (``cache_on_self`` stores
@@ -12,6 +12,8 @@ from typing import Any
 
 from torch._inductor import ir
 from torch._inductor.virtualized import V
+
+from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["drop_caches", "set_frozen", "op_description", "RenameLoads", "rename_loads"]
 
@@ -31,10 +33,7 @@ def set_frozen(obj: Any, name: str, value: Any) -> None:
 
 def op_description(op: Any) -> str:
     """``buf3 (aten ops: amax, sub)`` -- how errors and the plan name an op."""
-    try:
-        name = op.get_name()
-    except Exception:  # noqa: BLE001 - some IR nodes have no name; describe by type
-        name = type(op).__name__
+    name = op_name(op)
     origins = sorted(
         {str(getattr(o, "target", o)).replace("aten.", "") for o in getattr(op, "origins", ())}
     )

@@ -40,7 +40,7 @@ SPECS: dict[str, SectionSpec] = {
     "grouping": SectionSpec(
         "grouping", (A.LetItem, A.Decision), ("pass", "join", "conform", "start", "single", "reject"),
         {"op": "Op", "plan": "Plan?", "run": "Run", "auto_tiled_producers": "set[str]",
-         "hinted_producers": "set[str]"}, True),
+         "hinted_producers": "set[str]", "carried": "Carry?"}, True),
 }
 
 # Extra names bound for particular search items.
@@ -71,7 +71,7 @@ ITEM_WORD = {
 REQUIRED_TYPES = {
     "Op": "extern type", "Sym": "extern type", "Tiling": "extern type",
     "Candidate": "record", "DimGroup": "extern record", "Combo": "extern record",
-    "Plan": "extern record", "Run": "extern record",
+    "Plan": "extern record", "Run": "extern record", "Carry": "extern record",
 }
 # Fields the engine reads from records the rules build.
 REQUIRED_FIELDS = {

@@ -1,7 +1,7 @@
 """IR passes over ``graph.operations`` that other stages build on.
 
-* ``coarse_tile`` -- stamp counted loops (``loop_group_id`` / ``loop_count`` /
-  ``loop_tiled_dims``) and shrink ops and layouts to one tile.
+* ``coarse_tile`` -- stamp counted loops (a ``LoopStamp``, ``ir/loop_stamp.py``)
+  and shrink ops and layouts to one tile.
 
 Note: ``spyre_rules.passes.coarse_tile`` is the *function* once this package is
 imported (it shadows the submodule attribute); import names from the module with

@@ -41,6 +41,7 @@ from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.loop_stamp import loop_tiled_reduction_dims
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.passes.combine import COMBINE
 
@@ -114,8 +115,7 @@ def identity(reduction: str, dtype: torch.dtype) -> Any:
 
 def reduction_levels(op: Any) -> list[int]:
     """The loop levels of ``op`` that tile one of its reduction dims (outermost first)."""
-    return [level for level, dims in enumerate(getattr(op, "loop_tiled_reduction_dims", None)
-                                               or ()) if dims]
+    return [level for level, dims in enumerate(loop_tiled_reduction_dims(op)) if dims]
 
 
 def _layout(op: Any, dtype: torch.dtype) -> FixedTiledLayout:

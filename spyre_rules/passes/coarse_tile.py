@@ -1,15 +1,16 @@
 """``coarse_tile(operations, groups)``: stamp counted loops on ops and shrink them to one tile.
 
-Spec: seed 003 (attribute contract, group forms), design/layout_model.md §5.2.
+Spec: docs/layout_model.md §5.1 (group forms) and §5.2.
 Per group ``g`` with levels ``[(count_0, dims_0), ...]`` (outermost first), every op
-of the group gets
+of the group gets a ``LoopStamp`` (``ir/loop_stamp.py``; read it with
+``loop_group_id(op)``, ``loop_count(op)``, ``loop_tiled_dims(op)``):
 
-* ``loop_group_id``   -- nesting path ``(g, 0, ..., 0)``, one entry per level;
-* ``loop_count``      -- ``[sympy.Integer(count_l), ...]``, outermost first;
-* ``loop_tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
-* ``loop_tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
+* ``group_id``   -- nesting path ``(g, 0, ..., 0)``, one entry per level;
+* ``counts``     -- ``sympy.Integer(count_l)`` per level, outermost first;
+* ``tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
+* ``tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
   (a *reduction level*: the loop accumulates the op's partial results, see
-  ``passes/accumulators.py``);
+  ``passes/accumulators.py``; read with ``loop_tiled_reduction_dims(op)``);
 
 and its ``data.ranges`` (and ``reduction_ranges``) are divided exactly, level by
 level, so the op describes the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
@@ -45,7 +46,7 @@ level of the same op (the accumulator would have to hold every outer tile), unkn
 hint id, a device layout that cannot be rebuilt.  A count of 1 on a reduction dim
 is one tile over the whole dim: nothing to accumulate, the level leaves it whole.
 
-Edits follow design/inductor_integration.md §4: ``Loops`` are frozen, so ranges
+Edits follow docs/inductor_integration.md §3: ``Loops`` are frozen, so ranges
 are written with ``object.__setattr__`` and Inductor's ``cache_on_self`` results
 on the op and its data are dropped (``ir_edit.set_frozen``/``drop_caches``).  The
 layout object is edited in place because the backend's per-graph state
@@ -67,6 +68,8 @@ from torch._inductor import ir
 
 from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
+from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
+from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.stick_layout import (
     contiguous_strides,
     resize_device_layout,
@@ -176,26 +179,19 @@ def _check_contiguous(
     missing = [op for op in ops if id(op) not in position]
     if missing:
         raise CoarseTileError(
-            f"coarse_tile: group {index} ops {[_name(op) for op in missing]} are not in "
+            f"coarse_tile: group {index} ops {[op_name(op) for op in missing]} are not in "
             "the operations"
         )
     ordered = sorted(ops, key=lambda op: position[id(op)])
     first, last = position[id(ordered[0])], position[id(ordered[-1])]
     if last - first + 1 != len(ops):
         members = {id(op) for op in ops}
-        gap = [_name(op) for op in ops_list[first:last + 1] if id(op) not in members]
+        gap = [op_name(op) for op in ops_list[first:last + 1] if id(op) not in members]
         raise CoarseTileError(
-            f"coarse_tile: group {index} ops {[_name(op) for op in ordered]} are not a "
+            f"coarse_tile: group {index} ops {[op_name(op) for op in ordered]} are not a "
             f"contiguous slice of the operations ({gap} sit between them)"
         )
     return ordered
-
-
-def _name(op: Any) -> str:
-    try:
-        return op.get_name()
-    except Exception:  # noqa: BLE001 - describe unnamed objects by type
-        return type(op).__name__
 
 
 def _dim_hint(op: Any, hint_id: Any, where: str) -> Any:
@@ -288,6 +284,12 @@ def _static(values: Any, what: str, op: Any) -> list[int]:
 
 def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
+    if isinstance(layout, ir.NonOwningLayout):
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} writes a region of a concatenation "
+            "(cat, pad; a NonOwningLayout); tiling a concatenation's inputs is not supported "
+            "yet: keep the concatenation outside the tiled block"
+        )
     if not isinstance(layout, ir.FixedLayout):
         raise CoarseTileError(
             f"coarse_tile: {op_description(op)} has a {type(layout).__name__}, not a fixed "
@@ -351,10 +353,10 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
             f"coarse_tile: group {index}: {op_description(op)} is not a Pointwise or "
             "Reduction ComputedBuffer"
         )
-    if getattr(op, "loop_group_id", None) is not None:
+    if loop_group_id(op) is not None:
         raise CoarseTileError(
             f"coarse_tile: group {index}: {op_description(op)} is already tiled "
-            f"(loop_group_id {op.loop_group_id})"
+            f"(loop_group_id {loop_group_id(op)})"
         )
     ranges = _static(op.data.ranges, "ranges", op)
     red = (
@@ -419,10 +421,9 @@ def _apply(plan: _OpPlan) -> None:
         set_frozen(op.data, "reduction_ranges",
                    [sympy.Integer(r) for r in plan.reduction_ranges])
     drop_caches(op, op.data)
-    op.loop_group_id = plan.group_id
-    op.loop_count = list(plan.counts)
-    op.loop_tiled_dims = [list(d) for d in plan.tiled]
-    op.loop_tiled_reduction_dims = [list(r) for r in plan.tiled_reduction]
+    set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
+                                 tiled_dims=plan.tiled,
+                                 tiled_reduction_dims=plan.tiled_reduction))
 
 
 def coarse_tile(

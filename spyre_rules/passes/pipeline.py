@@ -34,7 +34,7 @@ plan.json at once, since no code follows) and becomes ``UnsupportedGraph`` with 
 
 Importing this module registers nothing: ``backend/pass_lists.py`` places the pass.
 The scratchpad planner (``passes/scratchpad.py``) runs inside this pass, after
-tiling, because it sizes per-tile buffers (docs/layout_model.md §5.1).
+tiling, because it sizes per-tile buffers (docs/layout_model.md §5.9).
 """
 
 from __future__ import annotations
@@ -45,10 +45,12 @@ from typing import Any
 from torch._inductor.virtualized import V
 
 from spyre_rules import config
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import Unsupported
 from spyre_rules.hints import hints_to_coarse_tile_groups
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.passes.host_boundaries import split_groups_at_host_steps, spyre_operations
 
 __all__ = [
     "AUTO",
@@ -144,7 +146,7 @@ def record_decisions(
         if name in user_ops:
             continue
         if outcome is None:
-            record.update(decision="no plan", source=None, levels=[], reason=_off_reason(),
+            record.update(decision=NO_PLAN, source=None, levels=[], reason=_off_reason(),
                           rule=None, rule_message=None, rule_trace=[])
             continue
         record.update(_auto_record(ops_by_name[name], outcome, auto_group.get(name)))
@@ -186,7 +188,7 @@ def _auto_record(op: Any, outcome: Any, hint_ids: list[int] | None) -> dict:
     else:
         decider, reason = step, step.message if step is not None else None
     return {
-        "decision": decision.decision if decision is not None else "no plan",
+        "decision": decision.decision if decision is not None else NO_PLAN,
         "source": AUTO if hint_ids is not None else None,
         "levels": _levels_of(op, hint_ids) if hint_ids is not None else [],
         "own_plan": ([list(s) for s in decision.plan.splits]
@@ -207,7 +209,7 @@ def _record_refusal(graph: Any, message: str) -> None:
     from spyre_rules.engine import plan_graph
 
     with V.set_graph_handler(graph):
-        decisions = {d.op: d for d in plan_graph(list(graph.operations))}
+        decisions = {d.op: d for d in plan_graph(spyre_operations(graph))}
     state = graph_state(graph)
     for name, record in state.plan.items():
         d = decisions.get(name)
@@ -236,7 +238,7 @@ def collect_groups(graph: Any) -> list[Group]:
     Raises ``UnsupportedGraph`` (the engine's message) when the planner or the
     grouping refuses the graph.
     """
-    operations = list(graph.operations)
+    operations = spyre_operations(graph)  # host steps are never tiled
     user_groups = hints_to_coarse_tile_groups(operations)
     untiled = untiled_hinted_ops(operations, user_groups)  # before the engine stamps its hints
     outcome = None
@@ -253,7 +255,8 @@ def collect_groups(graph: Any) -> list[Group]:
             raise UnsupportedGraph(str(err)) from err
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
-    return sort_groups(operations, list(user_groups) + list(auto_groups))
+    groups = sort_groups(operations, list(user_groups) + list(auto_groups))
+    return split_groups_at_host_steps(graph, groups)
 
 
 def _records_in_graph_order(graph: Any) -> None:

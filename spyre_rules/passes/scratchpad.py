@@ -1,12 +1,12 @@
 """``scratchpad_planning``: put loop-internal per-tile buffers in the LX scratchpad.
 
-Seed 003's ``scratchpad_planning`` step, gated by ``config.lx_planning`` and run by
+The ``scratchpad_planning`` step (docs/layout_model.md §5.9), gated by ``config.lx_planning`` and run by
 the pipeline pass right after coarse tiling (it must see per-tile sizes: before
 tiling every buffer is full-size and would not fit).
 
 Which buffers: a ComputedBuffer with a ``FixedTiledLayout`` that
 
-* lives inside a loop group (``loop_group_id`` set) and is ``per_tile_fixed``
+* lives inside a loop group (a ``LoopStamp``) and is ``per_tile_fixed``
   (insert_tiling_propagation: rewritten every iteration at a fixed address), and
 * is read only by ops of the same top-level loop group and is not a graph output
   (a loop-invariant ``per_tile_fixed`` buffer may still be read after its loop);
@@ -43,6 +43,7 @@ from torch._inductor import ir
 from spyre_rules import config
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.ir.loop_stamp import loop_group_id
 from spyre_rules.program.memory_map import ALIGNMENT
 from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR
 
@@ -59,13 +60,13 @@ def lx_candidates(graph: Any) -> dict[Any, list[Any]]:
     ops = [op for op in graph.operations if isinstance(op, ir.ComputedBuffer)]
     readers: dict[str, set[Any]] = {}
     for op in ops:
-        gid = getattr(op, "loop_group_id", None)
+        gid = loop_group_id(op)
         for name in op.get_read_names():
             readers.setdefault(name, set()).add(None if gid is None else gid[0])
     outputs = set(state.host_outputs) | set(getattr(graph, "get_output_names", lambda: [])())
     found: dict[Any, list[Any]] = {}
     for op in ops:
-        gid = getattr(op, "loop_group_id", None)
+        gid = loop_group_id(op)
         layout = op.layout
         if gid is None or not isinstance(layout, FixedTiledLayout):
             continue

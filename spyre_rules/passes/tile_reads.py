@@ -44,6 +44,7 @@ from torch.utils._sympy.functions import ModularIndexing
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates, to_plain_sympy
 from spyre_rules.ir.ir_edit import drop_caches, set_frozen
+from spyre_rules.ir.loop_stamp import loop_stamp, loop_tiled_dims, loop_tiled_reduction_dims
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.spans import coordinate_span_elems
 
@@ -74,7 +75,7 @@ class TileBuffer:
     def level_shift(self, level: int) -> int:
         """Elements of the full buffer one iteration of ``level`` moves the tile by."""
         return sum(_step(self.op, level, d, self.tile_size[d]) * self.full_stride[d]
-                   for d in self.op.loop_tiled_dims[level])
+                   for d in loop_tiled_dims(self.op)[level])
 
     def tile_index(self, index: sympy.Expr, ranges: dict[Any, int] | None) -> sympy.Expr:
         """The per-tile index of full-buffer ``index`` (exact; simplified given ranges)."""
@@ -94,20 +95,15 @@ def _step(op: Any, level: int, position: int, tile: int, reduction: bool = False
     levels inside ``level`` that tile it again.  ``reduction``: ``position`` is a
     reduction dim (``loop_tiled_reduction_dims``).
     """
-    levels = _levels(op, reduction)
+    stamp = loop_stamp(op)
+    levels = stamp.tiled_reduction_dims if reduction else stamp.tiled_dims
     if position not in levels[level]:
         return 0
     step = tile
-    for inner in range(level + 1, len(op.loop_count)):
+    for inner in range(level + 1, stamp.depth):
         if position in levels[inner]:
-            step *= int(op.loop_count[inner])
+            step *= int(stamp.counts[inner])
     return step
-
-
-def _levels(op: Any, reduction: bool) -> list[list[int]]:
-    if not reduction:
-        return op.loop_tiled_dims
-    return getattr(op, "loop_tiled_reduction_dims", None) or [[] for _ in op.loop_count]
 
 
 def _sizes(op: Any) -> list[list[int]]:
@@ -222,12 +218,12 @@ def _check_moves_with_tile(reader: Any, tile: TileBuffer, index: Any, args: list
     sizes = [s for group in _sizes(reader) for s in group]
     plain = sympy.sympify(to_plain_sympy(index))
     n_out = len(args[0])
-    for level in range(len(reader.loop_count)):
-        shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p])
-                 for p in reader.loop_tiled_dims[level]}
+    reduction_levels = loop_tiled_reduction_dims(reader)
+    for level, tiled in enumerate(loop_tiled_dims(reader)):
+        shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p]) for p in tiled}
         shift.update({flat[n_out + r]: flat[n_out + r] + _step(reader, level, r,
                                                                sizes[n_out + r], True)
-                      for r in _levels(reader, True)[level]})
+                      for r in reduction_levels[level]})
         moved = sympy.sympify(sympy.expand(plain.xreplace(shift) - plain))
         expected = tile.level_shift(level)
         if not moved.is_Integer:

@@ -1,6 +1,6 @@
 """``insert_tiling_propagation``: what the rest of the graph sees of a tiled op.
 
-Spec: seed 003 ("Buffer propagation"), design/layout_model.md §5.3.  After
+Spec: docs/layout_model.md §5.3.  After
 ``coarse_tile`` every op of a group computes one tile per innermost iteration
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:
@@ -50,9 +50,20 @@ from typing import Any
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
+from spyre_rules.passes.host_boundaries import read_names
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
+from spyre_rules.ir.loop_stamp import (
+    LoopStamp,
+    loop_count,
+    loop_group_id,
+    loop_stamp,
+    loop_tiled_dims,
+    loop_tiled_reduction_dims,
+    set_loop_stamp,
+)
+from spyre_rules.ir.op_identity import set_op_kind
 from spyre_rules.passes.accumulators import attach_accumulators
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
@@ -63,7 +74,7 @@ __all__ = [
     "tile_groups",
 ]
 
-#: ``spyre_rules_kind`` of the copy ops (codegen names their OpSpecs ``copy``).
+#: The stamped kind (``set_op_kind``) of the copy ops (codegen names their OpSpecs ``copy``).
 COPY_KIND = "copy"
 
 
@@ -96,15 +107,17 @@ def _readers_by_name(graph: Any) -> dict[str, list[Any]]:
     buffer changes only X's entry, which nobody asks for again (each op is
     propagated once)."""
     readers: dict[str, list[Any]] = {}
+    host = graph_state(graph).host_steps
     for op in graph.operations:
-        if isinstance(op, ir.ComputedBuffer):
-            for name in op.get_read_names():
+        # A host step (backend/host_steps.py) is a reader outside every loop.
+        if isinstance(op, ir.ComputedBuffer) or op.get_name() in host:
+            for name in read_names(op):
                 readers.setdefault(name, []).append(op)
     return readers
 
 
 def _top(op: Any) -> Any:
-    gid = getattr(op, "loop_group_id", None)
+    gid = loop_group_id(op)
     return None if gid is None else gid[0]
 
 
@@ -162,17 +175,17 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     graph.operations.remove(buf)
     graph.operations.insert(graph.operations.index(op) + 1, buf)
     buf.origins = type(op.origins)(op.origins)
-    buf.spyre_rules_kind = COPY_KIND
+    set_op_kind(buf, COPY_KIND)
     # The op's value is final only after its reduction levels (the finalise step),
     # so the copy runs in the enclosing output levels only.
+    stamp = loop_stamp(op)
     depth = next(
-        (level for level, dims in enumerate(op.loop_tiled_reduction_dims) if dims),
-        len(op.loop_count),
+        (level for level, dims in enumerate(stamp.tiled_reduction_dims) if dims),
+        stamp.depth,
     )
-    buf.loop_group_id = tuple(op.loop_group_id[:depth])
-    buf.loop_count = list(op.loop_count[:depth])
-    buf.loop_tiled_dims = [list(d) for d in op.loop_tiled_dims[:depth]]
-    buf.loop_tiled_reduction_dims = [[] for _ in range(depth)]
+    set_loop_stamp(buf, LoopStamp(group_id=stamp.group_id[:depth], counts=stamp.counts[:depth],
+                                  tiled_dims=stamp.tiled_dims[:depth],
+                                  tiled_reduction_dims=[[] for _ in range(depth)]))
     state = graph_state(graph)
     state.layouts[name] = layout
     record = dict(state.plan.get(op.get_name(), {}))
@@ -185,11 +198,11 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
 def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]) -> str:
     name = op.get_name()
     layout = op.layout
-    if not any(op.loop_tiled_dims) and not any(op.loop_tiled_reduction_dims):
+    if not any(loop_tiled_dims(op)) and not any(loop_tiled_reduction_dims(op)):
         return "loop-invariant"
     outside = [r for r in readers if _top(r) != _top(op)]
     inside = [r for r in readers if _top(r) == _top(op)]
-    if inside and any(op.loop_tiled_reduction_dims):
+    if inside and any(loop_tiled_reduction_dims(op)):
         raise CoarseTileError(
             f"insert_tiling_propagation: {[r.get_name() for r in inside]} read "
             f"{op_description(op)} inside its reduction loop, where it holds a partial "
@@ -212,7 +225,10 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
     layout.per_tile_fixed = True
     copy = _insert_copy(graph, op, full)
     for reader in outside:
-        _read_full(reader, op, copy.get_name(), copy.layout)
+        if isinstance(reader, ir.ComputedBuffer):
+            _read_full(reader, op, copy.get_name(), copy.layout)
+        else:  # a host step: it unstickifies the full copy in place of the tile
+            graph_state(graph).host_renames[name] = copy.get_name()
     _repoint_outputs(graph, op, copy)
     return f"copied to {copy.get_name()}"
 
@@ -233,7 +249,7 @@ def insert_tiling_propagation(
     for index, group in enumerate(groups):
         ops, _ = normalize_group(index, group)
         for op in ops:
-            if getattr(op, "loop_group_id", None) is None:
+            if loop_group_id(op) is None:
                 raise CoarseTileError(
                     f"insert_tiling_propagation: {op_description(op)} of group {index} was "
                     "not tiled (run coarse_tile first)"
@@ -262,10 +278,10 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
         record = state.plan.get(name)
         if record is not None:
             record["loop"] = {
-                "loop_group_id": list(op.loop_group_id),
-                "loop_count": [int(c) for c in op.loop_count],
-                "loop_tiled_dims": [list(d) for d in op.loop_tiled_dims],
-                "loop_tiled_reduction_dims": [list(d) for d in op.loop_tiled_reduction_dims],
+                "loop_group_id": list(loop_group_id(op)),
+                "loop_count": [int(c) for c in loop_count(op)],
+                "loop_tiled_dims": loop_tiled_dims(op),
+                "loop_tiled_reduction_dims": loop_tiled_reduction_dims(op),
                 "propagation": what,
             }
     attach_accumulators(graph, [graph.get_buffer(name) for name in done])
@@ -284,7 +300,7 @@ def _reindex_reads_inside_loops(graph: Any, full: dict[str, _FullLayout]) -> Non
         layout = getattr(op, "layout", None)
         snap = full.get(op.get_name())
         if snap is None or not getattr(layout, "per_tile_fixed", False) or not any(
-            op.loop_tiled_dims
+            loop_tiled_dims(op)
         ):
             continue
         tiles.setdefault(top, {})[op.get_name()] = TileBuffer(

@@ -1,6 +1,6 @@
 """The generated Spyre program: OpSpec / TensorArg / LoopSpec (+ TensorPlacement).
 
-Formats follow seed 003 and layout_model §5.5.  A kernel is a list of
+Formats: docs/layout_model.md §5.5.  A kernel is a list of
 ``OpSpec | LoopSpec``; the wrapper source prints it with every sympy value as
 ``sympify('...')`` (see ``codegen/source.py``), and the executor runs it.
 
@@ -10,8 +10,8 @@ unit dims dropped).  Symbols are named ``c0, c1, ...``.
 
 ``OpSpec.tiled_symbols``: **one list per loop level, innermost level first**
 (``[[c_inner...], [c_outer...]]``); empty for an op outside any ``LoopSpec``.
-This is the convention of the whole project (architecture.md, deliberate
-difference 3); the seed's flat outermost-first list is not used.
+This is the convention of the whole project (docs/architecture.md "Deliberate
+differences" 3); the reference's flat outermost-first list is not used.
 
 ``OpSpec.tiled_steps``: aligned with ``tiled_symbols``, how many elements each
 tiled symbol advances per iteration of its level; ``None`` (the usual case)
@@ -22,11 +22,18 @@ the per-tile range.  ``codegen.loops.level_steps`` resolves both forms.
 ``TensorArg``: one *access* of a tensor by the op (a tensor read twice with
 different indices gives two TensorArgs).  ``device_coordinates`` are sympy
 expressions over the iteration symbols, one per device dim
-(layout_model §1.4); the byte address of an element is
+(docs/layout_model.md §1.4); the byte address of an element is
 ``allocation['hbm'] + sum(coord_d * device_strides[d]) * element_bytes`` with
 ``device_strides`` the row-major strides of ``device_size`` and
 ``element_bytes = 128 // elems_per_stick(device_dtype)``.  ``arg_index`` is the
 position of the tensor in the kernel's ``run(...)`` arguments.
+
+An *indirect* TensorArg (``indirect`` non-empty) has device coordinates that
+also use indirect symbols: each ``IndirectIndex`` names the symbol, the host
+extent ``size`` of the dim it indexes (its values lie in ``[0, size)``), and the
+position in ``OpSpec.args`` of the tensor its values are loaded from
+(``source_arg``; None when the index is computed).  Span checks bound such a
+coordinate over the symbol's whole range ``[0, size)``.
 
 ``OpSpec.op_info`` -- what the op computes (enough to execute it):
 
@@ -49,6 +56,14 @@ position of the tensor in the kernel's ``run(...)`` arguments.
     triple mean, m2, weight) or batchmatmul (``in`` = the operand pair; sum of
     products).  At most one reduction per op; it is the last computing entry.
   - ``{"op": "getitem", "in": [x], "index": i}`` -- element of a tuple value.
+  - ``{"op": "indirect_index", "in": [x], "symbol": s, "size": n, "wrap_neg": w}``
+    -- binds the *indirect symbol* ``s`` (``ind0, ind1, ...``) to value ``x``
+    (an integer index computed by the program, usually a load of an index
+    tensor) at every iteration point; a negative index counts from ``n`` when
+    ``w``.  The executor refuses any index outside ``[0, n)`` with an error
+    naming the op, the symbol and the value (never a silent read elsewhere).
+    Optional ``"masks"`` as for ``load``.  Later loads use ``s`` in their
+    device coordinates (``TensorArg.indirect``): embedding, index_select, gather.
   - ``{"op": <name>, "in": [...]}`` -- an Inductor pointwise op (add, mul,
     exp, where, lt, ...; the names of ``torch._inductor.ops_handler.OpsHandler``).
 
@@ -61,6 +76,9 @@ position of the tensor in the kernel's ``run(...)`` arguments.
   "accumulator": name, "reduction": type, ...}`` with the identity (init), the
   combine op (combine) or the final dtype (finalize).  Informative: the program
   entries already say what runs.
+* ``"region"`` (only on an op writing a region of a concatenation):
+  ``{"op": its buffer name, "of": the concatenation buffer}``; its store
+  TensorArg addresses the concatenation buffer (docs/layout_model.md §5.10).
 
 Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 """
@@ -77,6 +95,7 @@ from spyre_rules.facts.stick_layout import BYTES_IN_STICK, DataFormat
 
 __all__ = [
     "DataFormats",
+    "IndirectIndex",
     "LoopSpec",
     "OpSpec",
     "TensorArg",
@@ -95,6 +114,15 @@ def element_bytes(device_dtype: DataFormat) -> int:
     return BYTES_IN_STICK // device_dtype.elems_per_stick
 
 
+@dataclasses.dataclass(frozen=True)
+class IndirectIndex:
+    """An index of an indirect access whose values come from data (module doc)."""
+
+    symbol: sympy.Symbol
+    size: int
+    source_arg: int | None = None
+
+
 @dataclasses.dataclass
 class TensorArg:
     is_input: bool
@@ -109,6 +137,17 @@ class TensorArg:
     #: tile of it (an unrolled loop iteration); None: the allocation is the buffer.
     #: Accesses are bounds-checked against both.
     segment: tuple[int, int] | None = None
+    #: the data-dependent symbols of ``device_coordinates`` (gather reads; module doc)
+    #: (the wrapper source prints ``(symbol, size, source_arg)`` triples)
+    indirect: list[IndirectIndex] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.indirect = [i if isinstance(i, IndirectIndex) else IndirectIndex(*i)
+                         for i in self.indirect]
+
+    def indirect_ranges(self) -> dict[sympy.Symbol, int]:
+        """``{indirect symbol: size}``: the range each data-dependent symbol can take."""
+        return {ind.symbol: int(ind.size) for ind in self.indirect}
 
     @property
     def size_in_bytes(self) -> int:

@@ -1,5 +1,5 @@
 """Scheduler side of coarse tiling: ``CountedLoopSchedulerNode`` and the
-post-fusion pass ``build_loop_scheduler_nodes`` (seed 003 layer 2, layout_model §5.4).
+post-fusion pass ``build_loop_scheduler_nodes`` (docs/layout_model.md §5.4).
 
 ``build_loop_scheduler_nodes`` is the first post-fusion pass
 (``backend/pass_lists.py``): loop groups must be wrapped (and thereby made

@@ -1,6 +1,6 @@
 """``CountedLoopSchedulerNode`` and ``build_loop_scheduler_nodes``.
 
-Why a ``FusedSchedulerNode`` subclass (seed 003 "Rejected alternatives"):
+Why a ``FusedSchedulerNode`` subclass (docs/layout_model.md §5.4):
 ``Scheduler._codegen`` dispatches only ``SchedulerNode | FusedSchedulerNode`` to
 ``codegen_node``, and a GroupedSchedulerNode would be unpacked before codegen.
 The wrapper never unpacks (``unpack() -> [self]``) and never fuses
@@ -12,10 +12,10 @@ Inductor's bookkeeping (reads/writes, outputs, ``name_to_fused_node``) sees the
 ``body`` (``SchedulerNode | CountedLoopSchedulerNode``, in order).
 
 Grouping (``build_loop_scheduler_nodes``): maximal contiguous runs of nodes whose
-``loop_group_id[depth]`` agree are wrapped, recursively one depth deeper.  The
+``LoopStamp.group_id[depth]`` agree are wrapped, recursively one depth deeper.  The
 pre-scheduling pass lays groups out as contiguous op runs and the topological
 order keeps them so; a group id reappearing after a gap, or members that
-disagree on ``loop_count``, is a tiling bug -- ``LoopGroupError`` names the nodes.
+disagree on the loop count, is a tiling bug -- ``LoopGroupError`` names the nodes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from torch._inductor.scheduler import BaseSchedulerNode, FusedSchedulerNode
 
 from spyre_rules.errors import SpyreRulesError
+from spyre_rules.ir.loop_stamp import loop_group_id, loop_stamp
 
 __all__ = ["CountedLoopSchedulerNode", "LoopGroupError", "build_loop_scheduler_nodes"]
 
@@ -66,8 +67,7 @@ def _ir(node: Any) -> Any:
 
 
 def _gid(node: Any) -> tuple[int, ...] | None:
-    gid = getattr(_ir(node), "loop_group_id", None)
-    return None if gid is None else tuple(gid)
+    return loop_group_id(_ir(node))
 
 
 def _names(nodes: list[Any]) -> list[str]:
@@ -77,14 +77,8 @@ def _names(nodes: list[Any]) -> list[str]:
 def _count(run: list[Any], depth: int) -> Any:
     counts = {}
     for node in run:
-        op = _ir(node)
-        loop_count = list(op.loop_count)
-        if len(loop_count) != len(op.loop_group_id):
-            raise LoopGroupError(
-                f"build_loop_scheduler_nodes: {node.get_name()} has loop_group_id "
-                f"{tuple(op.loop_group_id)} but loop_count {loop_count} (one count per level)"
-            )
-        counts.setdefault(loop_count[depth], []).append(node.get_name())
+        # LoopStamp holds one count per level (checked when it is made).
+        counts.setdefault(loop_stamp(_ir(node)).counts[depth], []).append(node.get_name())
     if len(counts) != 1:
         detail = "; ".join(f"{names} count {c}" for c, names in counts.items())
         raise LoopGroupError(
@@ -132,7 +126,7 @@ def _group(nodes: list[Any], depth: int) -> list[Any]:
 
 
 def build_loop_scheduler_nodes(nodes: list[Any]) -> list[Any]:
-    """Wrap every loop group (nested by ``loop_group_id`` path) in counted-loop nodes."""
+    """Wrap every loop group (nested by ``LoopStamp.group_id`` path) in counted-loop nodes."""
     if not any(_gid(n) is not None for n in nodes):
         return nodes
     return _group(list(nodes), 0)

@@ -11,7 +11,7 @@ import os
 
 import torch
 
-# Inductor caches would skip our hooks on a hit (design/inductor_integration.md pitfall 7).
+# Inductor caches would skip our hooks on a hit (docs/inductor_integration.md pitfall 7).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 

@@ -1,6 +1,6 @@
 """capture_operations: real Inductor ops, after layouts and restickify, nothing run.
 
-Layout numbers are the worked examples of layout_model §1.5 / §6.2 / §6.3.
+Layout numbers are the worked examples of docs/layout_model.md §1.5 / §6.2 / §6.3.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch._inductor import ir
 
 import spyre_rules
-from spyre_rules.backend.pre_scheduling import NO_PLAN
+from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.executor.runtime import recent_kernels
+from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.layout import FixedTiledLayout
 
 
@@ -22,8 +23,8 @@ def kinds(ops):
         assert isinstance(op, ir.ComputedBuffer)
         assert isinstance(op.layout, FixedTiledLayout)
         data = op.data
-        if getattr(op, "spyre_rules_kind", None):
-            out.append(op.spyre_rules_kind)
+        if stamped_kind(op):
+            out.append(stamped_kind(op))
         elif isinstance(data, ir.Reduction):
             out.append(data.reduction_type)
         else:
@@ -104,8 +105,8 @@ def test_capture_runs_no_kernel_and_refuses_unsupported():
     before = len(recent_kernels())
     spyre_rules.capture_operations(lambda x: x * 2, torch.randn(3, 4))
     assert len(recent_kernels()) == before
-    with pytest.raises(spyre_rules.Unsupported, match="cumsum"):
-        spyre_rules.capture_operations(lambda x: torch.cumsum(x, 0), torch.randn(3, 4))
+    with pytest.raises(spyre_rules.Unsupported, match="cummax"):
+        spyre_rules.capture_operations(lambda x: torch.cummax(x, 0).values, torch.randn(3, 4))
 
 
 def _add_mul(x, y):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._dynamo.backends import common as dynamo_common
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor import lowering as L
@@ -30,16 +31,19 @@ def _snapshot():
         "cpu": codegen_common.device_codegens["cpu"],
         "split_reductions": inductor_config.split_reductions,
         "post_fusion": inductor_config._post_fusion_custom_pass,
+        "aot_autograd": dynamo_common.aot_autograd,
+        "cumsum": L.lowerings[aten.cumsum.default],
     }
 
 
 def test_hook_points_exist_in_installed_torch():
-    # design/inductor_integration.md pitfall 13: these are internals; fail loudly if renamed.
+    # docs/inductor_integration.md pitfall 13: these are internals; fail loudly if renamed.
     assert callable(GraphLowering._update_scheduler)
     assert callable(SizeVarAllocator._simplify_loops_impl)
     assert callable(ir.Loops.has_large_inner_fn)
     assert hasattr(inductor_config, "_post_fusion_custom_pass")
     assert callable(codegen_common.register_backend_for_device)
+    assert callable(dynamo_common.aot_autograd)  # compile_fx calls it through the module
 
 
 def test_context_installs_and_restores_everything():
@@ -52,6 +56,8 @@ def test_context_installs_and_restores_everything():
         assert isinstance(inductor_config._post_fusion_custom_pass, RulesPostFusionPass)
         assert codegen_common.get_scheduling_for_device("cpu") is RulesScheduling
         assert inside["mm"] is not before["mm"]
+        assert inside["cumsum"] is not before["cumsum"]
+        assert inside["aot_autograd"] is not before["aot_autograd"]
         assert ir.Loops.has_large_inner_fn(None) is True
     assert _snapshot() == before
 

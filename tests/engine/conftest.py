@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-# Inductor caches would skip the pre-scheduling seam on a hit (integration pitfall 7).
+# Inductor caches would skip the pre-scheduling seam on a hit (docs/inductor_integration.md pitfall 7).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 

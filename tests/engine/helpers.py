@@ -4,7 +4,7 @@
   keyed by a program name (capture costs ~0.3 s; ops are shared, so a test that
   stamps ``dim_hints`` must remove them again: :func:`without_hints`).
 * :func:`capture_without_running` -- lowers a program to the planner's seam but
-  never runs it eagerly, for shapes far too large to allocate (layout_model §6.4).
+  never runs it eagerly, for shapes far too large to allocate (docs/layout_model.md §6.4).
 * :func:`assert_span_safe` -- the independent verifier (``verify_spans``,
   brute-force enumeration) over what a plan makes the hardware touch: the
   per-tile output buffer and every tile's write into the full output buffer.
@@ -136,8 +136,8 @@ def span_problems(op, splits, limit: int) -> list[str]:
                               ranges, dtype_info(layout.dtype).itemsize, limit, steps)
     # Reads: Reductions only (a Pointwise op's reads are its run's per-tile
     # buffers or inputs laid out like its output), and not coordinates driven by
-    # a reduction symbol -- output-range tiling cannot shrink those (seed 000:
-    # "Reduction input span controlled by reduction dim: skip", future work).
+    # a reduction symbol -- output-range tiling cannot shrink those (docs/layout_model.md §3.5:
+    # reduction-range tiling is a separate mechanism, not built yet).
     reads = facts.input_reads() if isinstance(op.data, ir.Reduction) else []
     for read in reads:
         dep, rl = facts.dep_of(read), read.layout

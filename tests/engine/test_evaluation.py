@@ -84,7 +84,7 @@ def test_set_iteration_order_is_natural():
 
 
 def test_cap_splits_keeps_small_window_and_large():
-    """layout_model §4.5: 1 and the smallest (5 in all), a window of +-2 around the
+    """docs/layout_model.md §4.4: 1 and the smallest (5 in all), a window of +-2 around the
     first count >= required, then the largest down to 16."""
     legal = list(range(1, 41))  # 40 legal counts
     kept = cap_splits(legal, required=20, max_splits=16, keep_smallest=5, radius=2)

@@ -37,15 +37,16 @@ def test_reduction_input_text(capsys):
     assert config.ignore_span_overflow_hints is True
 
 
-def test_lm_head_json_shows_the_group_conflict(capsys):
+def test_lm_head_json_shows_the_shared_loop(capsys):
     code, out, _ = run(capsys, "lm_head", "--format", "json")
     assert code == 0
     report = json.loads(out)
     assert [(d["op"], d["decision"]) for d in report["ops"]] == [("buf1", "plan"), ("buf0", "plan")]
     assert report["ops"][0]["plan"]["levels"] == [
         {"selected_host_dim": 0, "split_count": 16, "is_reduction": False}]
-    assert report["grouping_error"].startswith(
-        "Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1']")
+    assert "grouping_error" not in report
+    # one loop of 16: the restickify tiles its dim 0, the BMM its output dim 1
+    assert report["groups"] == [{"ops": ["buf1", "buf0"], "levels": [[10000, 16, False]]}]
     first = report["ops"][0]["trace"][0]
     assert (first["section"], first["rule"], first["outcome"]) == ("candidates", "output_span", "emit")
     assert first["values"]["span_bytes"] == "131072"

@@ -10,6 +10,7 @@ import spyre_rules
 from spyre_rules import Unsupported, config
 from spyre_rules.engine import group_operations
 from spyre_rules.hints import DimHint
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 
 from helpers import FP16, assert_span_safe, by_name, capture, without_hints
 
@@ -100,12 +101,101 @@ def test_conforming_consumer_adopts_the_run_split(x):
     assert_span_safe(by_name(ops, "buf1"), ((1, 10),), 8192)
 
 
-def test_reduction_reading_the_open_run_is_rejected(x):
+def test_reduction_reading_the_open_run_joins_it(x):
+    """c.sum(-1) reads c's tile t in iteration t: its own split {1: 5} is the run's."""
     ops = capture("red_reads_run", _reduction_reads_run, x)
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+        hints = {op.get_name(): [(h.host_dim, int(h.split_count), h.hint_id) for h in op.dim_hints]
+                 for op in ops}
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+    assert {n: s.rule for n, s in outcome.actions.items()} == {
+        "buf0": "new_run", "buf1": "run_tiles_agree"}
+    assert hints == {"buf0": [(1, 5, 10000)], "buf1": [(1, 5, 10000)]}
+
+
+def _sum_over_the_run_dim(a):
+    c = a + 1
+    return c, c.sum(dim=1)
+
+
+def test_reduction_over_a_dim_the_run_splits_keeps_the_seed_conflict():
+    """The run splits host dim 1 of c (19 tiles), which c.sum(dim=1) reduces: no split of
+    its own dims reads c tile by tile, and after the loop its read of c's full buffer
+    over the reduced dim would overflow -- the original design's Unsupported, word for word.
+    (19 rows: a reduction level would leave one row per tile, so the sum plans none; with
+    20 rows its reduction candidates are tried first and none fits.)"""
+    ops = capture("sum_over_run_dim", _sum_over_the_run_dim,
+                  torch.randn(1, 19, 128, 64, dtype=FP16))
     with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
         spyre_rules.span_overflow_groups(ops)
     assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
                                "['buf0'] of an open run it cannot share a loop with")
+    assert all(getattr(op, "dim_hints", None) is None for op in ops)
+
+
+def _sum_of_cast(a):
+    c = a.half()
+    return c, c.sum(dim=-1)
+
+
+def test_reduction_conforms_to_a_finer_run_split(x):
+    """The fp32 -> fp16 cast needs 10 tiles; the sum alone needs 5 and takes the run's 10."""
+    ops = capture("sum_of_cast", _sum_of_cast, x.float())
+    with config.patch(max_span_bytes=8192):
+        own = {d.op: d.plan.splits for d in spyre_rules.engine.plan_graph(ops)}
+    assert own == {"buf0": ((1, 10),), "buf1": ((1, 5),)}
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+        assert [h.split_count for h in by_name(ops, "buf1").dim_hints] == [10]
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(10), False)])]
+    assert outcome.actions["buf1"].rule == "carried_to_open_run"
+    assert outcome.actions["buf1"].message == (
+        "buf1 reads {'buf0'} of the open run tile by tile and the run's split on its dims "
+        "{1: 10} is legal and sufficient for buf1")
+    assert_span_safe(by_name(ops, "buf1"), ((1, 10),), 8192)
+
+
+def _layer_norm(a, r, w, b):
+    y = a + r
+    return torch.nn.functional.layer_norm(y, (32,), w, b), y
+
+
+def test_layer_norm_reading_an_auto_tiled_residual_add_shares_its_loop():
+    """Every op of the LayerNorm joins the residual add's {0: 4} loop: its reductions and
+    their (untiled-sized) row statistics read the run tile by tile; the weight and bias
+    casts read nothing of the run and run whole in every iteration."""
+    a = torch.randn(128, 32, dtype=FP16)
+    ops = capture("layer_norm", _layer_norm, a, a, torch.randn(32, dtype=FP16),
+                  torch.randn(32, dtype=FP16))
+    with without_hints(ops), config.patch(**{**ON, "max_span_bytes": 4096}):
+        outcome = group_operations(ops)
+        invariant = sorted(op.get_name() for op in ops
+                           if all(h.host_dim is None for h in op.dim_hints))
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        ([f"buf{i}" for i in range(15)], [(10000, sympy.Integer(4), False)])]
+    assert {n: s.rule for n, s in outcome.actions.items()} == {
+        "buf0": "new_run", "buf1": "same_split", "buf2": "run_tiles_agree",
+        "buf3": "untiled_reader_to_open_run", "buf4": "run_tiles_agree",
+        "buf5": "untiled_reader_to_open_run", "buf6": "same_split",
+        "buf7": "untiled_reader_to_open_run", "buf8": "untiled_reader_to_open_run",
+        "buf9": "same_split", "buf10": "untiled_beside_open_run", "buf11": "same_split",
+        "buf12": "untiled_beside_open_run", "buf13": "same_split", "buf14": "same_split"}
+    assert invariant == ["buf10", "buf12"]
+
+
+def test_untiled_ops_after_the_last_tiled_member_stay_out_of_the_loop(x):
+    """c + 1 opens the run; w * 2 needs no split and reads nothing of it: it would join
+    untiled, but nothing tiled follows, so it runs once after the loop."""
+    ops = capture("untiled_tail", lambda a, w: (a + 1, w * 2), x, torch.randn(64, dtype=FP16))
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+        assert getattr(by_name(ops, "buf1"), "dim_hints", None) is None
+    assert outcome.actions["buf1"].rule == "untiled_beside_open_run"
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0"], [(10000, sympy.Integer(5), False)])]
 
 
 def test_reading_a_closed_auto_tiled_group_is_rejected():
@@ -161,5 +251,5 @@ def test_coarse_tile_consumes_the_groups(x):
             spyre_rules.coarse_tile(ops, groups)
     (op,) = ops
     assert list(op.data.ranges) == [1, 4, 16, 64]
-    assert [int(c) for c in op.loop_count] == [5]
-    assert op.loop_tiled_dims == [[1]]
+    assert [int(c) for c in loop_count(op)] == [5]
+    assert loop_tiled_dims(op) == [[1]]

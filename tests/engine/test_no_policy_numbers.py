@@ -34,7 +34,7 @@ HARMLESS = {0, 1, -1, 2}
 # Module constant -> why it is not policy.
 NAMED_EXCEPTIONS = {
     "HINT_ID_BASE": "the first synthetic hint id: an id convention shared with coarse tiling "
-                    "(seed 000 _SPAN_OVERFLOW_HINT_ID), not a bound on planning",
+                    "(docs/layout_model.md §5.1: hint ids from 10000), not a bound on planning",
     "MAX_TILE_COMBOS": "work bound of the span verifier's veto (engine/veto.py), which must not depend "
                        "on rules/; beyond it a sound analytic bound is used, so it never admits a plan",
     "MAX_POINTS": "work bound of the span verifier's veto, as MAX_TILE_COMBOS",

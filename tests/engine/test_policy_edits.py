@@ -81,27 +81,36 @@ def test_drop_the_indirect_read_guard(policy):
     assert after.reason.startswith("Cannot auto-tile buf0: no legal split of host dims [0]")
 
 
-def test_let_a_reduction_join_a_pointwise_run(policy):
+def test_keep_reductions_out_of_pointwise_runs(policy):
+    """The bundled policy lets c.sum(-1) join c's run; a grouping-only edit (sharing
+    loops and reading a run's full buffers for Pointwise ops only, as the original design) brings
+    back its Unsupported."""
     def reduction_reads_run(a):
         c = a + 1
         return c.sum(dim=-1), c
 
     ops = capture("red_reads_run", reduction_reads_run, torch.randn(1, 20, 16, 64, dtype=FP16))
     on = dict(max_span_bytes=8192, ignore_span_overflow_hints=False)
-    with without_hints(ops), config.patch(**on), pytest.raises(spyre_rules.Unsupported):
-        spyre_rules.span_overflow_groups(ops)
-    policy({"grouping.rules": [
-        ("join same_split\n    when is_pointwise(op) and run.is_open",
-         "join same_split\n    when run.is_open")]})
     with without_hints(ops), config.patch(**on):
         groups = spyre_rules.span_overflow_groups(ops)
     assert [([o.get_name() for o in g], lv) for g, lv in groups] == [
         (["buf0", "buf1"], [(10000, sympy.Integer(5), False)])]
+    policy({"grouping.rules": [
+        ("join run_tiles_agree\n    when carried is known",
+         "join run_tiles_agree\n    when is_pointwise(op) and carried is known"),
+        ("conform carried_to_open_run\n    when carried is known",
+         "conform carried_to_open_run\n    when is_pointwise(op) and carried is known"),
+        ("when is_reduction(op) and run_producers != [] and run_reads_fit",
+         "when is_pointwise(op) and run_producers != [] and run_reads_fit")]})
+    with without_hints(ops), config.patch(**on), pytest.raises(spyre_rules.Unsupported) as info:
+        spyre_rules.span_overflow_groups(ops)
+    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
+                               "['buf0'] of an open run it cannot share a loop with")
 
 
 @pytest.mark.unsafe_plans
 def test_per_tile_only_validation_gives_the_seed_number(policy):
-    """Without the full-buffer requirement the policy is the seed's: x.sum(dim=0) on
+    """Without the full-buffer requirement the policy is the reference's: x.sum(dim=0) on
     (2, 20, 16, 64) at 8 KiB splits ((0, 10)) -- and the verifier shows why the
     bundled policy does not: every tile's full-buffer write spans 40,960 bytes."""
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))

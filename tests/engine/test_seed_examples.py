@@ -1,7 +1,8 @@
-"""Seed 000's examples 1-9 and its support matrix, on ops captured from real programs.
+"""The planner examples of docs/layout_model.md §6 (numbered 1-9) and the support matrix, on ops
+captured from real programs.
 
-Numbers are the SD ("single division") numbers of layout_model §6, plus one
-deliberate addition (architecture.md: an accepted plan must be span-safe for
+Numbers are the SD ("single division") numbers of docs/layout_model.md §6, plus one
+deliberate addition (docs/architecture.md: an accepted plan must be span-safe for
 the code that actually runs): validation also requires each tile's write into
 the FULL output buffer to fit (``full_buffer_write_fits`` in rules/planner.rules).
 Every plan a test here produces is re-checked by the independent verifier
@@ -146,10 +147,10 @@ def test_3_reduction_output_span_overflow():
 
 
 def test_4_reduction_input_span_controlled_by_output_dim(sum0):
-    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB (layout_model §6.2).
+    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB (docs/layout_model.md §6.2).
 
-    Candidates as in the seed: output host 1 (40,960) and input host 0 (81,920,
-    from x's coordinate d0; the reduction coordinate is skipped).  The seed's
+    Candidates as in docs/layout_model.md §6.2: output host 1 (40,960) and input host 0 (81,920,
+    from x's coordinate d0; the reduction coordinate is skipped).  The reference's
     plan ((0, 10)) validates on the per-tile output buffer [16, 1, 2, 64] but a
     Reduction's output is always read outside its (singleton) loop, so each tile
     writes the full [16, 1, 20, 64] buffer, whose coordinate d1 still spans
@@ -187,26 +188,68 @@ def test_4_seed_split_fails_only_on_the_full_buffer_write(sum0):
 
 def test_5_lm_head_plans(lm_head):
     """buf1: restickified weight [16, 64, 64] (stick on N); buf0: the BMM reading it
-    as [floor(n/64), k, Mod(n/64)].  SD: 131072 / k <= limit (layout_model §6.3)."""
+    as [floor(n/64), k, Mod(n/64)].  SD: 131072 / k <= limit (docs/layout_model.md §6.3)."""
     assert [op.get_name() for op in lm_head] == ["buf1", "buf0"]
     assert plan_of(lm_head, "buf1", max_span_bytes=8192).splits == ((0, 16),)
     bmm = plan_of(lm_head, "buf0", max_span_bytes=8192)
     assert bmm.splits == ((1, 16),)
     assert bmm.reason == "input span overflow for buf1"
-    # the seed's restickify count 4 is the SD answer at 32 KiB
+    # the reference's restickify count 4 is the SD answer at 32 KiB
     assert plan_of(lm_head, "buf1", max_span_bytes=32768).splits == ((0, 4),)
     assert plan_of(lm_head, "buf0", max_span_bytes=32768).splits == ((1, 4),)
 
 
-def test_5_lm_head_groups_fail_safe(lm_head):
+def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
+    """The original design leaves this pair Unsupported.  The BMM reads host dim 0 of the
+    restickified weight by n, the loop symbol of its output dim 1
+    (``read_tile_dim``), so the run's {0: 16} is {1: 16} on the BMM's dims -- its
+    own plan: both share one loop of 16, each tiling its own dim."""
     from helpers import without_hints
+    from spyre_rules.engine import group_operations
 
+    d = sympy.Symbol
     with without_hints(lm_head), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
-        with pytest.raises(Unsupported) as info:
-            spyre_rules.span_overflow_groups(lm_head)
-    assert str(info.value) == (
-        "Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of an open "
-        "run it cannot share a loop with")
+        with lm_head.graph_context(0):
+            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 0) == 1
+            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 1) is None  # k
+        outcome = group_operations(lm_head)
+        hints = {op.get_name(): op.dim_hints for op in lm_head}
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf1", "buf0"], [(10000, sympy.Integer(16), False)])]
+    assert {n: s.rule for n, s in outcome.actions.items()} == {
+        "buf1": "new_run", "buf0": "run_tiles_agree"}
+    assert hints == {
+        "buf1": [DimHint(["_span_overflow"], 16, d("d0", integer=True, nonnegative=True),
+                         False, 10000, 0)],
+        "buf0": [DimHint(["_span_overflow"], 16, d("d1", integer=True, nonnegative=True),
+                         False, 10000, 1)]}
+
+
+def test_5_granite_lm_head_plans_at_the_real_limit():
+    """Granite's LM head, F.linear(x[8, 4096], W[49152, 4096]) fp16 (W: 403 MB), at
+    256 MiB, lowered but never run.  The restickify reads W stick-on-k, so its own
+    plan splits k too ({0: 2, 1: 2}); the BMM reduces k and cannot share that loop.
+    It reads the restickified weight's full buffer after the loop with its own
+    {1: 2}: every access to it, k-driven coordinates included, fits."""
+    from spyre_rules.engine import group_operations
+
+    ops = capture_without_running(lambda x, w: F.linear(x, w),
+                                  torch.empty(8, 4096, dtype=FP16),
+                                  torch.empty(49152, 4096, dtype=FP16))
+    assert [op.get_name() for op in ops] == ["buf1", "buf0"]
+    assert plan_of(ops, "buf1").splits == ((0, 2), (1, 2))
+    assert plan_of(ops, "buf0").splits == ((1, 2),)
+    with config.patch(ignore_span_overflow_hints=False):
+        outcome = group_operations(ops)
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf1"], [(10000, sympy.Integer(2), False), (10001, sympy.Integer(2), False)]),
+        (["buf0"], [(10002, sympy.Integer(2), False)])]
+    assert outcome.actions["buf0"].rule == "after_open_run_loop"
+    with ops.graph_context(0):
+        bmm = by_name(ops, "buf0")
+        weight = next(r for r in facts.input_reads(bmm) if r.buffer == "buf1")
+        spans = [c.span_bytes for c in facts.read_coords(bmm, weight, {1: 2}) if not c.is_stick]
+    assert spans == [384 * 4096 * 64 * 2, 4096 * 64 * 2]  # floor(n/64) per tile, k
 
 
 def test_5_bmm_k_controlled_span_is_a_reduction_candidate():
@@ -280,7 +323,7 @@ def test_7_output_stick_alignment_rejects_every_split():
     """(8192, 49159) + 1: device [769, 8192, 64]; the overflowing coordinate is the
     stick tile count of host dim 1 (the within-stick dim).  49159 = 11 * 41 * 109:
     11 and 41 leave tiles that are not whole sticks, the other divisors are over the
-    cap (layout_model §6.5 lists only 11, 4469, 49159: 41 and 109 are divisors too).
+    cap (docs/layout_model.md §6.5 lists only 11, 4469, 49159: 41 and 109 are divisors too).
     Only 1 is legal."""
     ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
     d = decide(ops)
@@ -364,7 +407,7 @@ def test_more_than_three_overflowing_host_dims_is_unsupported():
 
 
 def test_no_legal_divisor_17():
-    """(1, 17, 16, 64) at 32 KiB (layout_model §6.5): span 17 * 1024 * 2 = 34,816.
+    """(1, 17, 16, 64) at 32 KiB (docs/layout_model.md §6.5): span 17 * 1024 * 2 = 34,816.
     Pointwise may split 17 ways (tiles of extent 1 are fine); a Reduction may not,
     so its only legal split is 1 -> Unsupported."""
     pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))

@@ -1,4 +1,4 @@
-"""Device / host coordinates of Inductor indices (layout_model §1.4, §1.5)."""
+"""Device / host coordinates of Inductor indices (docs/layout_model.md §1.4, §1.5)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Per-tile views: seed numbers (layout_model §6, SD = single division) and the verifier.
+"""Per-tile views: the numbers of docs/layout_model.md §6 (SD = single division) and the verifier.
 
 Every coordinate the facts report is also enumerated by the independent
 verifier (``spyre_rules.spans.verify_spans``): the fact's bound must never be
-below the true span, and equals it where the bound is exact (all seed cases).
+below the true span, and equals it where the bound is exact (all §6 cases).
 Input reads are checked over *every* tile (tile ``t`` reads ``s + t * R/k``),
 output views over the per-tile buffer the tiled kernel writes.
 """
@@ -70,7 +70,7 @@ def check_output(records, view) -> None:
     for rec, coord in zip(records, view.coords, strict=True):
         true = true_span(coord, ranges)
         assert rec.span_elems is not None and rec.span_elems >= true
-        assert rec.span_elems == true  # every seed coordinate is bounded exactly
+        assert rec.span_elems == true  # every §6 coordinate is bounded exactly
         assert rec.span_bytes == true * math.prod(ds[rec.dim + 1 :]) * view.itemsize
 
 
@@ -106,7 +106,7 @@ def by_dim(records) -> dict:
 
 @pytest.fixture(scope="module")
 def big_add():
-    """Seed §6.1: ``x + y`` on (1, 8195, 256, 64) fp16 (nothing executes on device)."""
+    """docs/layout_model.md §6.1: ``x + y`` on (1, 8195, 256, 64) fp16 (nothing executes on device)."""
     x = torch.empty(1, 8195, 256, 64, dtype=FP16)
     start = time.perf_counter()
     ops = spyre_rules.capture_operations(lambda a, b: a + b, x, torch.empty_like(x))
@@ -116,13 +116,13 @@ def big_add():
 
 @pytest.fixture(scope="module")
 def sum0():
-    """Seed §6.2: ``x.sum(dim=0)``, x (2, 20, 16, 64)."""
+    """docs/layout_model.md §6.2: ``x.sum(dim=0)``, x (2, 20, 16, 64)."""
     return spyre_rules.capture_operations(lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
 
 
 @pytest.fixture(scope="module")
 def lm_head():
-    """Seed §6.3: ``F.linear(x[2,64], W[1024,64])`` -> restickify of W + batchmatmul."""
+    """docs/layout_model.md §6.3: ``F.linear(x[2,64], W[1024,64])`` -> restickify of W + batchmatmul."""
     return spyre_rules.capture_operations(
         lambda x, w: F.linear(x, w), torch.randn(2, 64, dtype=FP16), torch.randn(1024, 64, dtype=FP16)
     )
@@ -259,7 +259,7 @@ def test_untiled_view_keeps_the_original_layout():
 @pytest.mark.parametrize(
     ("sizes", "tiling", "device_size"),
     [
-        ([1024, 4096], {0: 2, 1: 4}, (16, 512, 64)),  # seed 003 per-tile [512, 1024]
+        ([1024, 4096], {0: 2, 1: 4}, (16, 512, 64)),  # docs/layout_model.md §2.2 per-tile [512, 1024]
         ([20, 16, 64], {0: 10}, (16, 1, 2, 64)),
         ([1, 20, 16, 64], {1: 5}, (4, 16, 1, 1, 64)),
     ],

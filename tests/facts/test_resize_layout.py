@@ -1,4 +1,4 @@
-"""``resize_device_layout`` (layout_model §2.2): every listed example plus each raise."""
+"""``resize_device_layout`` (docs/layout_model.md §2.2): every listed example plus each raise."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def pair(layout):
 @pytest.mark.parametrize(
     "ds, sm, old, new, want_ds, want_sm",
     [
-        # [1024,4096] -> per-tile [512,1024] (seed 003's [16,512,64]).
+        # [1024,4096] -> per-tile [512,1024] (docs/layout_model.md §2.2's [16,512,64]).
         ([64, 1024, 64], [64, 4096, 1], [1024, 4096], [512, 1024], [16, 512, 64], [64, 1024, 1]),
         # Both size-1 device dims match host dim 0, so the tile-count stride 64 becomes -1.
         ([8195, 256, 1, 1, 64], [16384, 64, 64, -1, 1], [1, 8195, 256, 64], [1, 1639, 256, 64],

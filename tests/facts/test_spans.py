@@ -1,4 +1,4 @@
-"""Exact span facts: the seed checks, the layout_model §6 numbers, and the safety cases."""
+"""Exact span facts: the §3.3 checks, the docs/layout_model.md §6 numbers, and the safety cases."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def brute_span(coord, ranges):
     return max(vals) - min(vals) + 1
 
 
-# --- seed 000 / §3.3 checks ------------------------------------------------------------
+# --- docs/layout_model.md §3.3 checks ----------------------------------------------------
 
 
 def test_floor_of_scaled_mod():
@@ -195,7 +195,7 @@ def test_repeated_calls_agree():
     assert first == again == [4095] * 49
 
 
-# --- per-core span bytes: layout_model §6 ---------------------------------------------
+# --- per-core span bytes: docs/layout_model.md §6 ---------------------------------------------
 
 POINTWISE = [8195, 256, 1, 1, 64]
 POINTWISE_COORDS = [c0, c1, 0, 0, c2]

@@ -1,4 +1,4 @@
-"""coarse_tile on ops captured from real programs (seed 003, layout_model §5.2/§6)."""
+"""coarse_tile on ops captured from real programs (docs/layout_model.md §5.2/§6)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sympy
 import torch
 
 import spyre_rules
-from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints import (
     DimHint,
     HintError,
@@ -15,6 +14,14 @@ from spyre_rules.hints import (
     hints_to_coarse_tile_groups,
     name_tensor_dims,
     spyre_hint,
+)
+from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.loop_stamp import (
+    loop_count,
+    loop_group_id,
+    loop_stamp,
+    loop_tiled_dims,
+    loop_tiled_reduction_dims,
 )
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile
 
@@ -58,7 +65,7 @@ def state(op):
         [int(r) for r in op.data.ranges],
         [int(s) for s in op.layout.size],
         device(op),
-        getattr(op, "loop_group_id", None),
+        loop_group_id(op),
     )
 
 
@@ -69,11 +76,11 @@ def add_description(capture):
 
 def assert_seed_tiles(ops, graph_context):
     for op in ops:
-        assert op.loop_group_id == (0, 0)
-        assert op.loop_count == [2, 4]
-        assert all(isinstance(c, sympy.Integer) for c in op.loop_count)
-        assert op.loop_tiled_dims == [[0], [1]]
-        assert op.loop_tiled_reduction_dims == [[], []]
+        assert loop_group_id(op) == (0, 0)
+        assert loop_count(op) == [2, 4]
+        assert all(isinstance(c, sympy.Integer) for c in loop_count(op))
+        assert loop_tiled_dims(op) == [[0], [1]]
+        assert loop_tiled_reduction_dims(op) == [[], []]
         assert op.data.ranges == [512, 1024]
         assert list(op.layout.size) == [512, 1024]
         assert list(op.layout.stride) == [1024, 1]
@@ -85,7 +92,7 @@ def assert_seed_tiles(ops, graph_context):
                 assert list(dep.ranges.values()) == [512, 1024], dep
 
 
-# --------------------------------------------------------------------------- seed 003
+# --------------------------------------------------------------------------- docs/layout_model.md §5.2
 
 
 def test_seed003_nested_hints(capture):
@@ -117,7 +124,7 @@ def test_flat_form_tiles_dim_0_by_default(capture):
     ops = capture(add_mul, *seed_inputs(named=False))
     coarse_tile(ops, [(list(ops), 4)])
     for op in ops:
-        assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [4], [[0]])
+        assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0,), [4], [[0]])
         assert op.data.ranges == [256, 4096]
         assert device(op) == ([64, 256, 64], [64, 4096, 1])
 
@@ -126,7 +133,7 @@ def test_flat_form_with_dims(capture):
     ops = capture(add_mul, *seed_inputs(named=False))
     coarse_tile(ops, [(list(ops), 2, [1])])
     for op in ops:
-        assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[1]])
+        assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0,), [2], [[1]])
         assert op.data.ranges == [1024, 2048]
         assert list(op.layout.stride) == [2048, 1]
         assert device(op) == ([32, 1024, 64], [64, 2048, 1])
@@ -148,12 +155,12 @@ def test_one_level_refuses_several_dims_of_one_op(capture):
 def test_separate_groups_get_their_own_ids(capture):
     ops = capture(add_mul, *seed_inputs(named=False))
     coarse_tile(ops, [([ops[0]], 2), ([ops[1]], [(2, [0]), (2, [1])])])
-    assert (ops[0].loop_group_id, ops[0].loop_count) == ((0,), [2])
-    assert (ops[1].loop_group_id, ops[1].loop_count) == ((1, 0), [2, 2])
+    assert (loop_group_id(ops[0]), loop_count(ops[0])) == ((0,), [2])
+    assert (loop_group_id(ops[1]), loop_count(ops[1])) == ((1, 0), [2, 2])
     assert ops[1].data.ranges == [512, 2048]
 
 
-# --------------------------------------------------------------------------- layout_model §6
+# --------------------------------------------------------------------------- docs/layout_model.md §6
 
 
 def test_span_overflow_style_hint_group(capture):
@@ -165,10 +172,10 @@ def test_span_overflow_style_hint_group(capture):
     op.dim_hints = [DimHint(["_span_overflow"], 5, sympy.Symbol("d1"), False, 10000, 1)]
     coarse_tile([op], [([op], [(10000, sympy.Integer(5), False)])])
     assert op.data.ranges == [1, 1639, 256, 64]
-    assert op.loop_group_id == (0,)
-    assert op.loop_count == [5]
-    assert op.loop_tiled_dims == [[1]]
-    assert op.loop_tiled_reduction_dims == [[]]
+    assert loop_group_id(op) == (0,)
+    assert loop_count(op) == [5]
+    assert loop_tiled_dims(op) == [[1]]
+    assert loop_tiled_reduction_dims(op) == [[]]
     assert device(op) == ([1639, 256, 1, 1, 64], [16384, 64, -1, -1, 1])
 
 
@@ -194,8 +201,8 @@ def test_reduction_tiled_on_output_dim_via_hint(capture):
     coarse_tile(ops, groups)
     assert op.data.ranges == [2, 16, 64]
     assert op.data.reduction_ranges == [2]
-    assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [10], [[0]])
-    assert op.loop_tiled_reduction_dims == [[]]
+    assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0,), [10], [[0]])
+    assert loop_tiled_reduction_dims(op) == [[]]
     assert device(op) == ([16, 1, 2, 64], [64, 64, 1024, 1])
     with ops.graph_context(0):
         rw = op.get_read_writes()
@@ -278,7 +285,7 @@ def test_reduction_dim_tiled_by_hint_is_a_reduction_level(capture):
     groups = hints_to_coarse_tile_groups(ops)
     assert [levels for _, levels in groups] == [[(0, 2, True)]]
     coarse_tile(ops, groups)
-    assert (op.loop_count, op.loop_tiled_dims, op.loop_tiled_reduction_dims) == ([2], [[]], [[0]])
+    assert (loop_count(op), loop_tiled_dims(op), loop_tiled_reduction_dims(op)) == ([2], [[]], [[0]])
     assert op.data.ranges == [20, 16, 64] and op.data.reduction_ranges == [1]
 
 
@@ -293,7 +300,7 @@ def test_argmax_reduction_dim_tiled_explicitly_raises_before_mutation(capture):
         "(reduction 'argmax'; accumulation supports any, batchmatmul, max, min, prod, sum)"
     )
     assert state(op) == before
-    assert not hasattr(op, "loop_count")
+    assert loop_stamp(op) is None
 
 
 def test_count_must_divide_explicit_dim(capture):
@@ -365,7 +372,7 @@ def test_loop_invariant_hint_level_keeps_the_op_whole(capture):
     assert hints_to_coarse_tile_groups(ops) == []  # no level tiles them: they run in no loop
     coarse_tile(ops, [(list(ops), [(0, 2, False)])])  # an explicit group still may hold them
     for op in ops:
-        assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0,), [2], [[]])
+        assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0,), [2], [[]])
         assert op.data.ranges == [1024, 4096]
         assert device(op) == ([64, 1024, 64], [64, 4096, 1])
 
@@ -385,7 +392,7 @@ def test_reduction_dim_split_by_one_keeps_the_op_whole(capture):
     ops = capture(f, named_sum_input())
     (op,) = ops
     coarse_tile(ops, hints_to_coarse_tile_groups(ops))
-    assert (op.loop_group_id, op.loop_count, op.loop_tiled_dims) == ((0, 0), [2, 1], [[0], []])
+    assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0, 0), [2, 1], [[0], []])
     assert op.data.ranges == [10, 16, 64]
     assert op.data.reduction_ranges == [2]
 
@@ -393,18 +400,18 @@ def test_reduction_dim_split_by_one_keeps_the_op_whole(capture):
 def test_reduction_dim_split_by_one_explicitly(capture):
     (op,) = ops = capture(lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64).half())
     coarse_tile(ops, [([op], [(4, [0]), (1, [3])])])
-    assert (op.loop_count, op.loop_tiled_dims) == ([4, 1], [[0], []])
+    assert (loop_count(op), loop_tiled_dims(op)) == ([4, 1], [[0], []])
     assert op.data.ranges == [5, 16, 64]
 
 
 def test_split_equal_to_the_dim_size_leaves_unit_tiles(capture):
     (op,) = ops = capture(lambda x: x + 1.0, torch.randn(8, 64).half())
     coarse_tile(ops, [([op], 8)])
-    assert (op.loop_count, op.loop_tiled_dims, op.data.ranges) == ([8], [[0]], [1, 64])
+    assert (loop_count(op), loop_tiled_dims(op), op.data.ranges) == ([8], [[0]], [1, 64])
     assert list(op.layout.size) == [1, 64]
 
 
 def test_nested_levels_on_one_dim_divide_it_twice(capture):
     (op,) = ops = capture(lambda x: x + 1.0, torch.randn(64, 64).half())
     coarse_tile(ops, [([op], [(2, [0]), (4, [0])])])
-    assert (op.loop_count, op.loop_tiled_dims, op.data.ranges) == ([2, 4], [[0], [0]], [8, 64])
+    assert (loop_count(op), loop_tiled_dims(op), op.data.ranges) == ([2, 4], [[0], [0]], [8, 64])

@@ -17,7 +17,7 @@ from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
 DEMO_LIMIT = 8192
-#: The seed's small-limit setting (layout_model §6.1/§6.2: MAX 8192, sencores 4).
+#: The small-limit setting of docs/layout_model.md §6.1/§6.2 (MAX 8192, sencores 4).
 AUTO = dict(max_span_bytes=DEMO_LIMIT, sencores=4, ignore_span_overflow_hints=False)
 
 

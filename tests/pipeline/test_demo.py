@@ -109,7 +109,7 @@ def test_demo_output_fits_a_100_column_terminal_without_warnings(demo_run):
 
 
 def test_demo_plans_one_value_tiles_at_a_limit_below_one_row(tmp_path, capsys):
-    """At 1024 bytes one row of the seed add (2,048 bytes) overflows.  Splitting host
+    """At 1024 bytes one row of the demo add (2,048 bytes) overflows.  Splitting host
     dim 1 twenty ways leaves its device coordinate one value per tile: that only picks
     the tile's base address, so it spans nothing and {1: 20, 2: 2} fits.  (This test
     used to assert Unsupported: the planner charged that coordinate with its whole

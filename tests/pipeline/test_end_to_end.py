@@ -1,6 +1,6 @@
 """Automatic tiling end to end: torch.compile(backend="spyre_rules") vs eager.
 
-Every program runs at the seed's small limit (8 KiB, sencores 4), compiles without
+Every program runs at the small limit of docs/layout_model.md §6.1-§6.2 (8 KiB, sencores 4), compiles without
 falling back, and every OpSpec passes the independent span verifier.
 """
 
@@ -131,7 +131,7 @@ def test_run_of_equal_signature_ops_shares_one_loop():
 
 
 def test_seed_sum_plan_with_the_full_buffer_requirement_dropped(tmp_path, monkeypatch):
-    """The seed's ((0, 10)) (layout_model §6.2), reproduced by a policy edit that drops the
+    """The reference's ((0, 10)) (docs/layout_model.md §6.2), reproduced by a policy edit that drops the
     bundled full-buffer requirement: every tile's write into the full output buffer spans
     40,960 bytes, so the engine's span-verifier veto refuses the plan whatever the policy
     says (it used to compile and run: issue 10)."""
@@ -176,25 +176,90 @@ def lm_head(x, w):
     return torch.nn.functional.linear(x, w)
 
 
-LM_HEAD_ERROR = ("Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of "
-                 "an open run it cannot share a loop with")
+def test_lm_head_restickify_and_bmm_share_one_loop():
+    """Seed example 5 at 8 KiB: one loop of 16; the BMM reads the per-tile buffer the
+    restickify writes in the same iteration (per_tile_fixed)."""
+    x, w = h(2, 64), h(1024, 64, seed=1)
+    run = run_auto(lm_head, x, w)
+    assert [shape(p) for p in run.programs] == [[(16, ["ReStickifyOpHBM", "batchmatmul"])]]
+    restick, bmm = run.op_specs()
+    weight = next(a for a in bmm.args if a.name == "buf1")
+    assert weight.per_tile_fixed and weight.device_size == [1, 64, 64]
+    assert [a.device_size for a in restick.args if a.name == "buf1"] == [[1, 64, 64]]
+    assert [span_violations(s, DEMO_LIMIT) for s in run.op_specs()] == [[], []]
+    assert_close(run.output, lm_head(x, w))
+
+
+def test_lm_head_whose_restickify_splits_k_reads_its_full_buffer_after_the_loop():
+    """W[1024, 128] at 16 KiB: the restickify also splits k (its read of W is stick-on-k);
+    the BMM reduces k, so it runs in its own loop over the full restickified weight."""
+    x, w = h(2, 128), h(1024, 128, seed=1)
+    run = run_auto(lm_head, x, w, max_span_bytes=16384)
+    assert [shape(p) for p in run.programs] == [[(16, [(2, ["ReStickifyOpHBM"])])],
+                                                 [(16, ["batchmatmul"])]]
+    assert [span_violations(s, 16384) for s in run.op_specs()] == [[], []]
+    assert_close(run.output, lm_head(x, w))
+
+
+def residual_layer_norm(x, r, w, b):
+    y = x + r
+    return torch.nn.functional.layer_norm(y, (32,), w, b), y
+
+
+def residual_rms_norm(x, r, w):
+    y = x + r
+    return torch.nn.functional.rms_norm(y, (32,), w), y
+
+
+NORM_LOOPS = {
+    residual_layer_norm: [(4, ["add", "copy", "convert_element_type", "sum", "getitem", "sum",
+                               "getitem", "sub", "add", "rsqrt", "mul", "mul", "mul", "add",
+                               "add", "convert_element_type"])],
+    residual_rms_norm: [(4, ["add", "copy", "convert_element_type", "pow", "sum", "mean", "add",
+                             "rsqrt", "mul", "mul", "mul", "convert_element_type"])],
+}
+
+
+@pytest.mark.parametrize("norm", list(NORM_LOOPS), ids=lambda f: f.__name__)
+def test_norm_reading_an_auto_tiled_residual_add_shares_its_loop(norm):
+    """x + r on (128, 32) fp16 at 4 KiB needs 4 tiles; the norm's reductions read the
+    add's tile in the same iteration, and its output equals eager (and the untiled
+    program, bit for bit)."""
+    args = [h(128, 32), h(128, 32, seed=1), h(32, seed=2), h(32, seed=3)][:4 if norm is
+                                                                        residual_layer_norm else 3]
+    run = run_auto(norm, *args, max_span_bytes=4096)
+    assert [shape(p) for p in run.programs] == [NORM_LOOPS[norm]]
+    assert [v for s in run.op_specs() for v in span_violations(s, 4096)] == []
+    assert_close(run.output, norm(*args))
+    untiled = run_auto(norm, *args, max_span_bytes=4096, ignore_span_overflow_hints=True,
+                       span_check="off")
+    assert all(torch.equal(a, b) for a, b in zip(run.output, untiled.output))
+
+
+def sum_over_the_run_dim(x):
+    c = x + 1
+    return c, c.sum(dim=1)
+
+
+CONFLICT = ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) ['buf0'] of "
+            "an open run it cannot share a loop with")
 
 
 def test_unsupported_grouping_is_a_compile_error_under_fallback_error():
     with pytest.raises(Exception) as info:
-        run_auto(lm_head, h(2, 64), h(1024, 64, seed=1))
-    assert f"spyre_rules cannot compile this graph: {LM_HEAD_ERROR}" in str(info.value)
+        run_auto(sum_over_the_run_dim, h(1, 19, 128, 64))
+    assert f"spyre_rules cannot compile this graph: {CONFLICT}" in str(info.value)
 
 
 def test_unsupported_grouping_warns_and_runs_eagerly_under_fallback_eager():
-    x, w = h(2, 64), h(1024, 64, seed=1)
+    x = h(1, 19, 128, 64)
     with pytest.warns(UserWarning) as warned:
-        run = run_auto(lm_head, x, w, fallback="eager")
+        run = run_auto(sum_over_the_run_dim, x, fallback="eager")
     messages = [str(w.message) for w in warned if "spyre_rules" in str(w.message)]
     assert messages == [
-        f"spyre_rules: running this graph eagerly instead of on the Spyre program: {LM_HEAD_ERROR}"]
+        f"spyre_rules: running this graph eagerly instead of on the Spyre program: {CONFLICT}"]
     assert run.kernels == []
-    assert torch.equal(run.output, lm_head(x, w))
+    assert all(torch.equal(a, b) for a, b in zip(run.output, sum_over_the_run_dim(x)))
 
 
 def test_default_config_compiles_without_loops():
@@ -209,16 +274,15 @@ def test_default_config_compiles_without_loops():
 def test_refused_graph_still_writes_plan_json(tmp_path):
     import json
 
-    x, w = h(2, 64), h(1024, 64, seed=1)
-    with pytest.warns(UserWarning, match="Cannot auto-tile buf0"):
-        run_auto(lm_head, x, w, fallback="eager", dump_dir=str(tmp_path))
+    with pytest.warns(UserWarning, match="Cannot auto-tile buf1"):
+        run_auto(sum_over_the_run_dim, h(1, 19, 128, 64), fallback="eager", dump_dir=str(tmp_path))
     plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
     ops = {r["op"]: r for r in plan["ops"]}
-    assert list(ops) == ["buf1", "buf0"]
+    assert list(ops) == ["buf0", "buf1"]
     assert {n: (r["decision"], r["levels"], r["graph_error"]) for n, r in ops.items()} == {
-        "buf1": ("plan", [[0, 16]], LM_HEAD_ERROR),
-        "buf0": ("plan", [[1, 16]], LM_HEAD_ERROR),
+        "buf0": ("plan", [[1, 19], [2, 2]], CONFLICT),
+        "buf1": ("plan", [[1, 2]], CONFLICT),
     }
-    assert ops["buf0"]["reason"] == "input span overflow for buf1"
-    assert ops["buf0"]["rule_trace"][-1]["rule"] == "plan"
+    assert ops["buf1"]["reason"] == "input span overflow for buf0; output span overflow"
+    assert ops["buf1"]["rule_trace"][-1]["rule"] == "plan"
     assert sorted(p.name for p in (tmp_path / "graph_0").iterdir()) == ["plan.json", "wrapper.py"]

@@ -8,6 +8,7 @@ import torch
 import spyre_rules
 from spyre_rules import Unsupported, config
 from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
+from spyre_rules.ir.loop_stamp import loop_count, loop_group_id, loop_tiled_dims
 
 from pipeline_helpers import AUTO, FP16, capture_auto, h, records
 
@@ -32,7 +33,7 @@ def test_add_is_tiled_five_ways_on_host_dim_1():
     ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1))
     (op,) = ops
     assert [int(r) for r in op.data.ranges] == [1, 4, 16, 64]
-    assert op.loop_count == [5] and op.loop_tiled_dims == [[1]]
+    assert loop_count(op) == [5] and loop_tiled_dims(op) == [[1]]
     record = records(ops)["buf0"]
     assert record["decision"] == "plan"
     assert record["source"] == "automatic"
@@ -59,17 +60,17 @@ def test_add_is_tiled_five_ways_on_host_dim_1():
 
 
 def test_sum_dim0_gets_the_span_safe_plan():
-    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The seed's ((0, 10)) leaves the write of
+    """x.sum(dim=0), x (2, 20, 16, 64), 8 KiB.  The reference's ((0, 10)) leaves the write of
     each tile into the full (20, 16, 64) output spanning 40,960 bytes, so the bundled
     policy picks ((0, 10), (1, 8)) (tests/engine/test_seed_examples.py, test 4); the
-    seed's plan comes back when that requirement is dropped (test_end_to_end.py)."""
+    reference's plan comes back when that requirement is dropped (test_end_to_end.py)."""
     ops = capture_auto(sum0, h(2, 20, 16, 64))
     (op,) = ops
     record = records(ops)["buf0"]
     assert (record["decision"], record["levels"], record["rule"]) == (
         "plan", [[0, 10], [1, 8]], "grouping.own_group")
     assert record["reason"] == "input span overflow for arg0_1; output span overflow"
-    assert op.loop_count == [10, 8] and op.loop_tiled_dims == [[0], [1]]
+    assert loop_count(op) == [10, 8] and loop_tiled_dims(op) == [[0], [1]]
     assert [int(r) for r in op.data.ranges] == [2, 2, 64]
 
 
@@ -91,7 +92,7 @@ def test_capture_alone_neither_plans_nor_tiles():
     with config.patch(**AUTO):
         ops = spyre_rules.capture_operations(add, h(1, 20, 16, 64), h(1, 20, 16, 64))
     assert records(ops)["buf0"]["decision"] == "no plan"
-    assert getattr(ops[0], "loop_group_id", None) is None
+    assert loop_group_id(ops[0]) is None
     assert getattr(ops[0], "dim_hints", None) is None
 
 
@@ -101,14 +102,14 @@ def test_off_by_default_records_why():
     assert (record["decision"], record["levels"], record["rule_trace"]) == ("no plan", [], [])
     assert record["reason"] == (
         "automatic span-overflow tiling is off (config.ignore_span_overflow_hints)")
-    assert getattr(ops[0], "loop_group_id", None) is None
+    assert loop_group_id(ops[0]) is None
 
 
 def test_ignore_wsr_hints_also_turns_it_off():
     ops = capture_auto(add, h(1, 20, 16, 64), h(1, 20, 16, 64), ignore_wsr_hints=True)
     assert records(ops)["buf0"]["reason"] == (
         "automatic span-overflow tiling is off (config.ignore_wsr_hints)")
-    assert getattr(ops[0], "loop_group_id", None) is None
+    assert loop_group_id(ops[0]) is None
 
 
 def test_coarse_tiling_off_leaves_everything_alone():
@@ -116,7 +117,7 @@ def test_coarse_tiling_off_leaves_everything_alone():
     record = records(ops)["buf0"]
     assert (record["decision"], record["reason"]) == (
         "no plan", "coarse tiling is off (config.coarse_tiling)")
-    assert getattr(ops[0], "loop_group_id", None) is None
+    assert loop_group_id(ops[0]) is None
 
 
 def test_small_op_has_no_plan_with_the_rule_that_said_so():
@@ -144,23 +145,36 @@ def test_user_hint_wins_over_the_automatic_plan():
     assert (plan["buf0"]["decision"], plan["buf0"]["levels"]) == ("user hint", [[1, 4]])
     assert plan["buf0"]["source"] == "user hint"
     assert (plan["buf1"]["decision"], plan["buf1"]["levels"]) == ("plan", [[1, 5]])
-    assert [op.loop_count for op in ops] == [[4], [5]]
-    assert [op.loop_group_id for op in ops] == [(0,), (1,)]
+    assert [loop_count(op) for op in ops] == [[4], [5]]
+    assert [loop_group_id(op) for op in ops] == [(0,), (1,)]
 
 
 def lm_head(x, w):
     return torch.nn.functional.linear(x, w)
 
 
-LM_HEAD_ERROR = ("Cannot auto-tile buf0: it reads already auto-tiled producer(s) ['buf1'] of "
-                 "an open run it cannot share a loop with")
+def test_lm_head_records_show_each_op_tiling_its_own_dim_of_one_loop():
+    ops = capture_auto(lm_head, h(2, 64), h(1024, 64, seed=1))
+    plan = records(ops)
+    assert [(n, r["levels"], r["hint_ids"], r["rule"]) for n, r in plan.items()] == [
+        ("buf1", [[0, 16]], [10000], "grouping.new_run"),
+        ("buf0", [[1, 16]], [10000], "grouping.run_tiles_agree")]
+    assert [loop_group_id(op) for op in ops] == [(0,), (0,)]
+
+
+def sum_over_the_run_dim(x):
+    c = x + 1
+    return c, c.sum(dim=1)
+
+
+CONFLICT = ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) ['buf0'] of "
+            "an open run it cannot share a loop with")
 
 
 def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
-    x, w = h(2, 64), h(1024, 64, seed=1)
     with pytest.raises(Unsupported) as info:
-        capture_auto(lm_head, x, w)
-    assert str(info.value) == LM_HEAD_ERROR
+        capture_auto(sum_over_the_run_dim, h(1, 19, 128, 64))
+    assert str(info.value) == CONFLICT
 
 
 def _conform(a):

@@ -3,7 +3,7 @@
 The program is too large to execute in a test (three 268 MB tensors on the
 simulated device), so the backend is called on a traced graph and only the
 generated wrapper source and bundle.mlir are pinned.  Automatic tiling splits
-host dim 1 five ways (layout_model §6.1): LoopSpec count 5, tiled symbol c0
+host dim 1 five ways (docs/layout_model.md §6.1): LoopSpec count 5, tiled symbol c0
 over 1639 rows, and every moving tensor advances 1639 * 16384 * 2 =
 53,706,752 bytes per iteration in the bundle's affine map.
 """

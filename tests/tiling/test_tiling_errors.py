@@ -16,6 +16,7 @@ from tiling_helpers import explicit_groups, run_spyre  # noqa: E402
 from spyre_rules.backend.capture import capture_operations  # noqa: E402
 from spyre_rules.hints import HintError, clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint  # noqa: E402
 from spyre_rules.ir.errors import find_cause  # noqa: E402
+from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, loop_stamp  # noqa: E402
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
 from spyre_rules.scheduler import LoopGroupError, build_loop_scheduler_nodes  # noqa: E402
@@ -71,7 +72,7 @@ def test_non_contiguous_group():
         "operations (['buf1'] sit between them)"
     )
     assert [op.get_name() for op in graph.operations] == before
-    assert all(getattr(op, "loop_group_id", None) is None for op in ops)
+    assert all(loop_group_id(op) is None for op in ops)
 
 
 def test_argmax_tiled_on_its_reduction_dim():
@@ -84,11 +85,12 @@ def test_argmax_tiled_on_its_reduction_dim():
         "its reduction dim 0 of size 64 by 2: its partial results cannot be combined across "
         "tiles (reduction 'argmax'; accumulation supports any, batchmatmul, max, min, prod, sum)"
     )
-    assert list(ops[0].data.ranges) == [8] and not hasattr(ops[0], "loop_group_id")
+    assert list(ops[0].data.ranges) == [8] and loop_stamp(ops[0]) is None
 
 
 def _node(name, gid, count):
-    op = types.SimpleNamespace(loop_group_id=gid, loop_count=count)
+    stamp = None if gid is None else LoopStamp(gid, count, [[]] * len(gid), [[]] * len(gid))
+    op = types.SimpleNamespace(loop_stamp=stamp)
     node = types.SimpleNamespace(node=op, get_name=lambda: name)
     node.get_nodes = lambda: [node]
     return node

@@ -1,0 +1,89 @@
+"""Wrapper code of a host step (backend/host_steps.py).
+
+``Scheduler.codegen_extern_call`` (patched by the context) writes Inductor's own
+host call of the ExternKernel, framed by our transfers::
+
+    # host step buf2 (aten ops: tanh): aten.tanh has no Spyre lowering (...)
+    buf1 = rules_to_host(spyre_device, TensorPlacement(name='buf1', ...))
+    buf2 = torch.ops.aten.tanh.default(buf1)
+    rules_to_device(spyre_device, TensorPlacement(name='buf2', ...), buf2)
+
+An input is unstickified only when it lives in device memory alone: graph
+inputs, constants, graph outputs (their kernels already copied them back) and
+other host steps' outputs are host tensors already.  A tiled op's tile read by
+a host step is read from its full-size copy (``state.host_renames``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch._inductor.virtualized import V
+
+from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.ir.graph_state import graph_state
+from spyre_rules.passes.host_boundaries import read_names
+from spyre_rules.codegen.source import HOST_STEP_IMPORTS, placement_source
+
+__all__ = ["make_codegen_extern_call", "host_tensor_names"]
+
+
+_IMPORTED = "spyre_rules_host_imports"
+
+
+def host_tensor_names(state: Any) -> set[str]:
+    """Buffers that hold a real host tensor in the wrapper."""
+    names = set(state.host_inputs) | set(state.host_outputs) | set(state.host_steps)
+    for written in state.host_stickify.values():
+        names |= set(written)
+    return names
+
+
+def _inputs_from_device(op: Any, state: Any) -> list[tuple[str, str]]:
+    """(wrapper variable, device buffer) of each input to unstickify."""
+    on_host = host_tensor_names(state)
+    out = []
+    for name in read_names(op):
+        if name in on_host or name not in state.layouts:
+            continue
+        source = state.host_renames.get(name, name)
+        layout = state.layouts[source]
+        if "hbm" not in layout.allocation or getattr(layout, "per_tile_fixed", False):
+            raise UnsupportedGraph(
+                f"host step {state.host_steps[op.get_name()]['description']} reads {name}, "
+                "which holds one tile of a coarse-tile loop (no full buffer to read)"
+            )
+        out.append((name, source))
+    return out
+
+
+def make_codegen_extern_call(original: Any) -> Any:
+    def codegen_extern_call(self: Any, scheduler_node: Any) -> None:
+        from spyre_rules.backend.scheduling import DEVICE_VAR, ensure_device, placement
+
+        state = graph_state(V.graph)
+        op = scheduler_node.node
+        step = state.host_steps.get(op.get_name())
+        if step is None:
+            raise UnsupportedGraph(
+                f"{op.get_name()} ({type(op).__name__}) reached code generation without "
+                "being a host step"
+            )
+        wrapper = V.graph.wrapper_code
+        ensure_device(state, wrapper)
+        if not getattr(wrapper, _IMPORTED, False):
+            for line in HOST_STEP_IMPORTS:
+                wrapper.imports.writeline(line)
+            setattr(wrapper, _IMPORTED, True)
+        wrapper.writeline(f"# host step {step['description']}: {step['reason']}")
+        for var, source in _inputs_from_device(op, state):
+            wrapper.writeline(
+                f"{var} = rules_to_host({DEVICE_VAR}, {placement_source(placement(source, state))})"
+            )
+        original(self, scheduler_node)
+        for name in state.host_stickify.get(op.get_name(), []):
+            wrapper.writeline(
+                f"rules_to_device({DEVICE_VAR}, {placement_source(placement(name, state))}, {name})"
+            )
+
+    return codegen_extern_call

@@ -1,0 +1,139 @@
+"""Concatenation and slices on the Spyre program (``backend/concat.py``).
+
+``cat`` lowers to a ConcatKernel whose inputs write their regions of the one
+output buffer; each region op is an OpSpec storing into that buffer at its
+offset.  Rotary embeddings (``rotate_half``) are the motivating case.  Every
+case compiles with ``fallback="error"`` and must equal eager.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spyre_helpers import run_spyre
+
+import spyre_rules
+from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
+
+TOL = {torch.float16: dict(atol=2e-2, rtol=2e-2), torch.float32: dict(atol=1e-4, rtol=1e-4)}
+DTYPES = pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+
+
+def _randn(*shapes, dtype):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(*s, generator=g).to(dtype) for s in shapes]
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rotary(q, cos, sin):
+    return q * cos + rotate_half(q) * sin
+
+
+def _reused(x):
+    y = x * 2
+    return torch.cat([y, x], -1), y + 1
+
+
+CASES = {
+    # name: (fn, input shapes)
+    "last_dim": (lambda a, b: torch.cat([a, b], -1), [(4, 16), (4, 32)]),
+    "first_dim": (lambda a, b: torch.cat([a, b], 0) + 1, [(4, 16), (3, 16)]),
+    "three_inputs_mid_dim": (lambda a, b, c: torch.cat([a, b, c], 1), [(2, 3, 8), (2, 5, 8), (2, 1, 8)]),
+    "across_sticks": (lambda a, b: torch.cat([a, b], -1) * 1.5, [(3, 40), (3, 100)]),
+    "transposed_input": (lambda a, b: torch.cat([a.transpose(0, 1), b], 1), [(8, 4, 16), (4, 3, 16)]),
+    "stack": (lambda a, b: torch.stack([a, b], 1), [(4, 16), (4, 16)]),
+    "reduced_after": (lambda a, b: torch.cat([a, b], 0).sum(0), [(4, 16), (4, 16)]),
+    "input_also_read": (_reused, [(4, 16)]),
+    "slice_offset": (lambda a: a[:, 2:10] * 2, [(4, 16)]),
+    "slice_step": (lambda a: a[1:, ::2] * 2, [(4, 16)]),
+    "rotate_half": (rotate_half, [(2, 4, 16, 16)]),
+    "rotary": (_rotary, [(1, 4, 16, 16), (16, 16), (16, 16)]),
+    "rotary_head_dim_64": (_rotary, [(1, 2, 8, 64), (8, 64), (8, 64)]),
+    "pad_last_dim": (lambda a: F.pad(a, (1, 3)), [(4, 16)]),
+    "pad_two_dims_value": (lambda a: F.pad(a, (2, 0, 1, 1), value=-1.5) * 2, [(4, 16)]),
+    "pad_negative": (lambda a: F.pad(a, (-2, 3)), [(4, 16)]),
+    "pad_crop_only": (lambda a: F.pad(a, (-2, -3)), [(4, 16)]),
+    "pad_outer_dims": (lambda a: F.pad(a, (0, 0, 3, 5, 1, 0)), [(2, 4, 8)]),
+}
+
+
+@DTYPES
+@pytest.mark.parametrize("case", list(CASES))
+def test_equals_eager(case, dtype):
+    fn, shapes = CASES[case]
+    xs = _randn(*shapes, dtype=dtype)
+    compiled = run_spyre(fn, *xs)
+    expected = fn(*xs)
+    if isinstance(expected, tuple):
+        for got, want in zip(compiled.output, expected):
+            torch.testing.assert_close(got, want, **TOL[dtype])
+    else:
+        torch.testing.assert_close(compiled.output, expected, **TOL[dtype])
+
+
+def test_each_region_is_an_op_writing_the_concatenation_buffer():
+    a, b = _randn((2, 4), (2, 2), dtype=torch.float32)
+    compiled = run_spyre(lambda a, b: torch.cat([a, b], -1), a, b)
+    writes = [(spec.op, str(arg.device_coordinates), arg.allocation["hbm"])
+              for spec in compiled.op_specs() for arg in spec.args if not arg.is_input]
+    # two ops, one TensorArg each, into one allocation; the second at column offset 4
+    assert [w[:2] for w in writes] == [("cat", "[0, c0, c1]"), ("cat", "[0, c0, c1 + 4]")]
+    assert writes[0][2] == writes[1][2]
+
+
+def test_a_pad_is_a_concatenation_with_no_masked_load():
+    (x,) = _randn((4, 16), dtype=torch.float32)
+    compiled = run_spyre(lambda a: F.pad(a, (1, 3)), x)
+    specs = compiled.op_specs()
+    # fill left, copy x, fill right: three region writes, x read once, unmasked
+    regions = sorted(
+        ([str(a.device_coordinates) for a in s.args if not a.is_input],
+         len([a for a in s.args if a.is_input]))
+        for s in specs)
+    assert regions == [(["[0, c0, 0]"], 0), (["[0, c0, c1 + 17]"], 0), (["[0, c0, c1 + 1]"], 1)]
+    loads = [e for s in specs for e in s.op_info["program"] if e["op"] == "load"]
+    assert len(loads) == 1 and "masks" not in loads[0]
+
+
+def test_plan_names_the_concatenation_a_region_writes():
+    a, b = _randn((2, 4), (2, 2), dtype=torch.float32)
+    ops = spyre_rules.capture_operations(lambda a, b: torch.cat([a, b], -1), a, b)
+    assert [type(op).__name__ for op in ops] == ["ComputedBuffer", "ComputedBuffer", "ConcatKernel"]
+
+
+def test_a_concatenation_inside_a_tiling_loop_is_refused_by_name():
+    clear_tensor_dims()
+    try:
+        q, cos, sin = _randn((1, 4, 16, 16), (16, 16), (16, 16), dtype=torch.float32)
+        for n, size in zip("BHSD", q.shape):
+            declare_tensor_dim(n, size)
+        name_tensor_dims(q, list("BHSD"))
+
+        def f(q, cos, sin):
+            with spyre_hint(slices={"H": 2}):
+                return _rotary(q, cos, sin)
+
+        with pytest.raises(Exception, match="writes a region of a concatenation .* not supported"):
+            run_spyre(f, q, cos, sin)
+    finally:
+        clear_tensor_dims()
+
+
+def test_span_check_names_the_region_op_and_why_it_is_not_tiled():
+    from spyre_rules import config
+
+    a, b = _randn((64, 64), (64, 32), dtype=torch.float32)
+    fn = lambda a, b: torch.cat([a * 2, b * 3], -1)  # noqa: E731
+    with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False), \
+            pytest.warns(UserWarning) as caught:
+        compiled = run_spyre(fn, a, b)
+    torch.testing.assert_close(compiled.output, fn(a, b), **TOL[torch.float32])
+    messages = [str(w.message) for w in caught]
+    assert any("op buf0 (mul): write of tensor buf2" in m and
+               "writes a region of a concatenation" in m for m in messages), messages
