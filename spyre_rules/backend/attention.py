@@ -42,7 +42,16 @@ def attention_decompositions() -> dict[Any, Any]:
     from torch._decomp import decomposition_table
 
     op = aten._scaled_dot_product_flash_attention_for_cpu.default
-    return {op: decomposition_table[op]}
+    decompose = decomposition_table[op]
+
+    def contiguous_output(*args: Any, **kwargs: Any) -> Any:
+        # Torch's decomposition returns the output in the kernel's (batch, seq, heads)
+        # memory order, but the op's meta (what Dynamo traced a later ``.view`` with)
+        # and eager return it contiguous: keep that contract.
+        out, *rest = decompose(*args, **kwargs)
+        return (out.contiguous(), *rest)
+
+    return {op: contiguous_output}
 
 
 def _compiling() -> bool:
