@@ -9,7 +9,9 @@ programs are a prefix), ``cat``, sliced reads with offsets and steps, constant
 pads (negative too) and ``F.scaled_dot_product_attention`` on a rank-4 value.  Every
 input dim carries a declared name, so the same ops can be wrapped in
 ``spyre_hint`` blocks: 1-2 levels, splits up to the dim's size, nested hints on
-the same dim, blocks whose ops do not all carry the hinted dim.  About 45% of
+the same dim, blocks whose ops do not all carry the hinted dim, and (about a
+third of the hints) splits of a dim an op of the block reduces -- a sum's axis or
+a matmul's K -- which compile to reduction levels with an accumulator.  About 45% of
 programs then gain one or two ops of the transformer-model families
 (``_Extension``: embedding / index_select / gather over int64 index inputs,
 cumsum, causal masks, GELU / SiLU, dtype round trips, in-place ops), drawn from
@@ -65,6 +67,7 @@ class Op:
     bound: str  # magnitude-bound expression over b_<var> (and input vars for conditions)
     rounds: int = 1  # rounding steps this op adds to an element's error
     reduced: int = 0  # elements one output element sums over (fp32 accumulation)
+    reduced_names: tuple[str, ...] = ()  # named dims the op reduces (reduction-dim hints)
 
 
 @dataclasses.dataclass
@@ -321,7 +324,9 @@ class _Gen:
         expr = f"{v.var}.{kind}({arg})"
         bound = f"b_{v.var}.{bound_kind}({arg})"
         rounds = 2 if kind == "mean" else 1
-        return Op(self.tmp(shape, names), expr, bound, rounds, count if kind in ("sum", "mean") else 0)
+        reduced_names = tuple(v.names[d] for d in dims if v.names[d] is not None)
+        return Op(self.tmp(shape, names), expr, bound, rounds,
+                  count if kind in ("sum", "mean") else 0, reduced_names)
 
     def transpose(self, v: Value) -> Op | None:
         rank = len(v.shape)
@@ -416,7 +421,8 @@ class _Gen:
         else:
             w = self.new_input((k, n), (k_name, n_name))
             expr, bound = f"{v.var} @ {w.var}", f"b_{v.var} @ b_{w.var}"
-        return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k)
+        return Op(self.tmp(out_shape, out_names), expr, bound, 2 if form == "linear_bias" else 1, k,
+                  (k_name,) if k_name is not None else ())
 
     # --- ops added after the first seeds were recorded: they use ``self.ext`` only,
     # and are appended after everything else was drawn (old programs are a prefix)
@@ -576,7 +582,18 @@ class _Gen:
                 names += [n for n in var.names if n is not None and n not in names]
         return names
 
+    def reduced_names(self, first: int, last: int) -> list[str]:
+        names: list[str] = []
+        for op in self.ops[first: last + 1]:
+            names += [n for n in op.reduced_names if n not in names]
+        return names
+
     def hint_dim(self, first: int, last: int, avoid: str | None = None) -> str | None:
+        # A third of the hints split a dim some op of the block reduces (a sum's axis,
+        # a matmul's K): a reduction level, accumulated across tiles.
+        reduced = [n for n in self.reduced_names(first, last) if n != avoid]
+        if reduced and self.rng.random() < 0.35:
+            return self.rng.choice(reduced)
         names = [n for n in self.block_names(first, last) if n != avoid]
         if not names or self.rng.random() < 0.1:
             names = [n for n in self.dims if n != avoid]

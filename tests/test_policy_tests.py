@@ -75,7 +75,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[0].startswith("FAIL split_cap_and_exhausted_search  (")
-    assert lines[0].endswith("/tests/planner.toml:35)")
+    assert lines[0].endswith("/tests/planner.toml:44)")
     assert lines[2:5] == [
         "  buf0:",
         "    - expected: unsupported: ...no combined split among host dims [0] keeps every span within "

@@ -98,12 +98,16 @@ def record_plan(graph: Any, state: RulesGraphState) -> None:
 def plan_memory(graph: Any, state: RulesGraphState) -> None:
     memory = MemoryMap()
     # A region op shares its concatenation's layout object and allocation.
-    names = list(state.host_inputs) + [
-        name for op in graph.operations
-        for name in (([op.get_name()] if op.get_name() not in state.regions else [])
-                     if isinstance(op, (ir.ComputedBuffer, ir.ConcatKernel))
-                     else state.host_stickify.get(op.get_name(), []))
-    ]
+    names = list(state.host_inputs)
+    for op in graph.operations:
+        if isinstance(op, (ir.ComputedBuffer, ir.ConcatKernel)):
+            if op.get_name() not in state.regions:
+                names.append(op.get_name())
+            acc = getattr(op, "accumulator", None)  # a reduction level's (passes/accumulators.py)
+            if acc is not None:
+                names.append(acc.name)
+        else:
+            names.extend(state.host_stickify.get(op.get_name(), []))
     for name in dict.fromkeys(names):  # a host step may write a buffer it mutates
         layout = state.layouts[name]
         if "lx" in layout.allocation:  # in the LX scratchpad (passes/scratchpad.py), not HBM

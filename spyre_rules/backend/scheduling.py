@@ -25,9 +25,13 @@ from torch._inductor.virtualized import V
 
 from spyre_rules.backend.host_steps import retry_on_host
 from spyre_rules.codegen import source
-from spyre_rules.codegen.build import build_op_spec
+from spyre_rules.codegen.accumulate import accumulation_specs
+from spyre_rules.codegen.build import build_op_spec, output_positions
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
+from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.loop_stamp import loop_count
+from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR, accumulators
 from spyre_rules import config
 from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
@@ -77,20 +81,37 @@ def _body_of(node: Any) -> list[Any]:
     return [node] if isinstance(node, CountedLoopSchedulerNode) else list(node.get_nodes())
 
 
-def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState) -> list[Any]:
-    """OpSpecs in node order; a counted-loop node becomes a (nested) LoopSpec."""
+def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: int = 0,
+                 around: dict[int, list[tuple[OpSpec, OpSpec]]] | None = None) -> list[Any]:
+    """OpSpecs in node order; a counted-loop node becomes a (nested) LoopSpec.
+
+    An op with a reduction level becomes its combine step; its ``acc_init`` and
+    ``acc_finalize`` (``codegen/accumulate.py``) wrap the loop of its outermost
+    reduction level (``around``: loop depth -> those pairs, filled by the body).
+    """
     from spyre_rules.scheduler import CountedLoopSchedulerNode
 
+    around = {} if around is None else around
     specs: list[Any] = []
     for node in nodes:
         if isinstance(node, CountedLoopSchedulerNode):
-            specs.append(LoopSpec(count=node.loop_count,
-                                  body=_build_specs(node.body, kernel, state)))
-        else:
-            try:
-                specs.append(build_op_spec(node, kernel, state))
-            except UnsupportedGraph as exc:
-                raise retry_on_host(node.node, exc) from exc
+            body = _build_specs(node.body, kernel, state, depth + 1, around)
+            steps = around.pop(depth, [])
+            specs.extend(init for init, _ in steps)
+            specs.append(LoopSpec(count=node.loop_count, body=body))
+            specs.extend(finalize for _, finalize in steps)
+            continue
+        try:
+            spec = build_op_spec(node, kernel, state)
+        except UnsupportedGraph as exc:
+            raise retry_on_host(node.node, exc) from exc
+        op = node.node
+        acc = getattr(op, ACCUMULATOR_ATTR, None)
+        if acc is not None:
+            init, spec, finalize = accumulation_specs(
+                spec, acc, output_positions(op), len(loop_count(op)), op_description(op))
+            around.setdefault(acc.first_level, []).append((init, finalize))
+        specs.append(spec)
     return specs
 
 
@@ -133,9 +154,10 @@ class RulesScheduling(BaseScheduling):
             specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()
         position = {name: i for i, name in enumerate(call_args)}
+        device_only = {acc.name for acc in accumulators(V.graph)}  # not kernel arguments
         for spec in iter_op_specs(specs):
             for arg in spec.args:
-                arg.arg_index = position[arg.name]
+                arg.arg_index = -1 if arg.name in device_only else position[arg.name]
         stickify = {i: placement(n, state) for i, n in enumerate(call_args)
                     if n in state.host_inputs}
         unstickify = {i: placement(n, state) for i, n in enumerate(call_args)

@@ -37,11 +37,11 @@ from spyre_rules.errors import CoordinateError
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
-from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
+from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims, loop_tiled_reduction_dims
 from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "check_recordable", "spec_op_name"]
+__all__ = ["build_op_spec", "check_recordable", "output_positions", "spec_op_name"]
 
 
 def spec_op_name(op: ir.ComputedBuffer) -> str:
@@ -94,11 +94,16 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     n_out = len(sizes)
     symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
     ranges = dict(zip(symbols, [*sizes, *rsizes]))
-    tiled, steps = _tiling(op, symbols[:n_out])
+    tiled, steps = _tiling(op, symbols[:n_out], symbols[n_out:])
     # Indices and the coordinates of a moving tensor must hold on every tile the
     # loop visits (sym + i*step), so they are derived over the loop-wide extents.
     kept = dict(zip(_kept_dims(op), symbols))
-    loop_ranges = {**ranges, **{kept[d]: sympy.Integer(e) for d, e in _loop_extents(op).items()}}
+    kept_red = dict(zip(_kept_reduction_dims(op), symbols[n_out:]))
+    loop_ranges = {
+        **ranges,
+        **{kept[d]: sympy.Integer(e) for d, e in _loop_extents(op).items()},
+        **{kept_red[r]: sympy.Integer(e) for r, e in _loop_reduction_extents(op).items()},
+    }
     recorder = ProgramRecorder(what)
     with V.set_ops_handler(SimplifyIndexing(recorder, loop_ranges)):
         body(symbols[:n_out], symbols[n_out:])
@@ -162,8 +167,19 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     return spec
 
 
+def output_positions(op: ir.ComputedBuffer) -> list[int | None]:
+    """Per output host dim of ``op``, the position of its iteration symbol in the
+    OpSpec's iteration space (None: a unit dim without a symbol)."""
+    kept = _kept_dims(op)
+    return [kept.index(d) if d in kept else None for d in range(len(op.get_pointwise_size()))]
+
+
 def _tiled_dims(op: ir.ComputedBuffer) -> set[int]:
     return {d for dims in loop_tiled_dims(op) for d in dims}
+
+
+def _tiled_reduction_dims(op: ir.ComputedBuffer) -> set[int]:
+    return {r for dims in loop_tiled_reduction_dims(op) for r in dims}
 
 
 def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
@@ -172,16 +188,30 @@ def _kept_dims(op: ir.ComputedBuffer) -> list[int]:
     return [d for d, r in enumerate(op.get_pointwise_size()) if r != 1 or d in tiled]
 
 
+def _kept_reduction_dims(op: ir.ComputedBuffer) -> list[int]:
+    """Reduction dims that get an iteration symbol: non-unit or tiled."""
+    tiled = _tiled_reduction_dims(op)
+    return [r for r, s in enumerate(op.get_reduction_size()) if s != 1 or r in tiled]
+
+
+def _extents(sizes: list[int], levels: list[list[int]], counts: list[int]) -> dict[int, int]:
+    return {
+        d: sizes[d] * math.prod(c for c, dims in zip(counts, levels) if d in dims)
+        for d in {d for dims in levels for d in dims}
+    }
+
+
 def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """Loop-wide extent of each tiled output dim: its per-tile extent times the
     counts of every level tiling it (the range its index takes over all tiles)."""
-    levels = loop_tiled_dims(op)
-    counts = [int(c) for c in loop_count(op)]
-    tile = [int(r) for r in op.get_pointwise_size()]
-    return {
-        d: tile[d] * math.prod(c for c, dims in zip(counts, levels) if d in dims)
-        for d in _tiled_dims(op)
-    }
+    return _extents([int(r) for r in op.get_pointwise_size()], loop_tiled_dims(op),
+                    [int(c) for c in loop_count(op)])
+
+
+def _loop_reduction_extents(op: ir.ComputedBuffer) -> dict[int, int]:
+    """The same for each tiled reduction dim (a reduction level walks the whole range)."""
+    return _extents([int(r) for r in op.get_reduction_size()], loop_tiled_reduction_dims(op),
+                    [int(c) for c in loop_count(op)])
 
 
 def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], LoopBody]:
@@ -190,19 +220,26 @@ def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Loo
     extent (they must hold on every tile, sym + i*step, not only on the first),
     and a tiled unit dim keeps its var (Inductor's squeeze would make it 0)."""
     extents = _loop_extents(op)
-    if not extents:
+    red_extents = _loop_reduction_extents(op)
+    if not extents and not red_extents:
         (out, red), body, _ = op.get_default_sizes_body()
         return (out, red), body
     sizes = list(op.get_pointwise_size())
+    rsizes = list(op.get_reduction_size())
     kept = set(_kept_dims(op))
+    kept_red = set(_kept_reduction_dims(op))
     var_ranges, add_var = dependencies.var_builder("q")
     index = [
         add_var(sympy.Integer(extents[d]) if d in extents else s) if d in kept else sympy.S.Zero
         for d, s in enumerate(sizes)
     ]
-    # A unit reduction dim gets index 0, not no index: the reduction's loader takes
-    # one index per reduced dim (Inductor's squeeze does the same).
-    reduction_index = [add_var(s) if s != 1 else sympy.S.Zero for s in op.get_reduction_size()]
+    # A unit reduction dim no level tiles gets index 0, not no index: the
+    # reduction's loader takes one index per reduced dim (Inductor's squeeze too).
+    reduction_index = [
+        add_var(sympy.Integer(red_extents[r]) if r in red_extents else s)
+        if r in kept_red else sympy.S.Zero
+        for r, s in enumerate(rsizes)
+    ]
     reduction = [v for v in reduction_index if isinstance(v, sympy.Symbol)]
     with patch.object(ir.ConstantBuffer, "override_device", op.get_device()):
         body = LoopBody(
@@ -210,37 +247,49 @@ def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Loo
             [index, reduction_index] if op.get_reduction_type() else [index],
             var_ranges,
             [v for v in index if isinstance(v, sympy.Symbol)],
-            reduction,
+            [v for v in reduction if isinstance(v, sympy.Symbol)],
         )
-    return ([sizes[d] for d in sorted(kept)], [var_ranges[v] for v in reduction]), body
+    return (
+        [sizes[d] for d in sorted(kept)], [rsizes[r] for r in sorted(kept_red)]
+    ), body
 
 
 def _tiling(
-    op: ir.ComputedBuffer, out_symbols: list[Any]
+    op: ir.ComputedBuffer, out_symbols: list[Any], red_symbols: list[Any]
 ) -> tuple[list[list[Any]], list[list[int]] | None]:
     """``(tiled_symbols, tiled_steps)`` of a tiled op (OpSpec fields, op_spec.py).
 
-    ``loop_tiled_dims(op)`` holds positions in ``data.ranges``, outermost level
-    first; OpSpec lists are **innermost level first**.  Unit dims that no level
-    tiles have no symbol (``_kept_dims``): positions map past them.  A dim tiled
-    at several levels advances, per iteration of level ``l``, by its per-tile
-    extent times the counts of the deeper levels tiling it.  ``tiled_steps`` is
-    None when every step is the per-tile extent.
+    ``loop_tiled_dims(op)`` holds positions in ``data.ranges`` and
+    ``loop_tiled_reduction_dims(op)`` positions in ``reduction_ranges``, outermost
+    level first; OpSpec lists are **innermost level first**, output symbols then
+    reduction symbols.  Unit dims that no level tiles have no symbol
+    (``_kept_dims``): positions map past them.  A dim tiled at several levels
+    advances, per iteration of level ``l``, by its per-tile extent times the counts
+    of the deeper levels tiling it.  ``tiled_steps`` is None when every step is the
+    per-tile extent.
     """
     levels = loop_tiled_dims(op)
     if not levels:
         return [], None
+    red_levels = loop_tiled_reduction_dims(op)
     counts = [int(c) for c in loop_count(op)]
     tile = [int(r) for r in op.get_pointwise_size()]
-    kept = _kept_dims(op)
+    rtile = [int(r) for r in op.get_reduction_size()]
+    kept, kept_red = _kept_dims(op), _kept_reduction_dims(op)
+
+    def step(sizes: list[int], per_level: list[list[int]], level: int, d: int) -> int:
+        return sizes[d] * math.prod(counts[deeper] for deeper in range(level + 1, len(levels))
+                                    if d in per_level[deeper])
+
     symbols, steps = [], []
+    plain = True
     for level in reversed(range(len(levels))):
-        symbols.append([out_symbols[kept.index(d)] for d in levels[level]])
-        steps.append([
-            tile[d] * math.prod(counts[deeper] for deeper in range(level + 1, len(levels))
-                                if d in levels[deeper])
-            for d in levels[level]
-        ])
-    plain = all(step == tile[d] for dims, row in zip(reversed(levels), steps)
-                for d, step in zip(dims, row))
+        row_syms = [out_symbols[kept.index(d)] for d in levels[level]]
+        row_syms += [red_symbols[kept_red.index(r)] for r in red_levels[level]]
+        row = [step(tile, levels, level, d) for d in levels[level]]
+        row += [step(rtile, red_levels, level, r) for r in red_levels[level]]
+        plain = plain and row == [tile[d] for d in levels[level]] + [
+            rtile[r] for r in red_levels[level]]
+        symbols.append(row_syms)
+        steps.append(row)
     return symbols, None if plain else steps

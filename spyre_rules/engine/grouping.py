@@ -245,14 +245,21 @@ def _hints(op: Any, levels: list[Level] | None, shared: list[Level],
     if levels is None:
         return tuple(AutoHint(hint_id, None, level.split, None, False)
                      for level, hint_id in zip(shared, ids))
-    positions = facts.op_facts(op).position_vars or []
+    snapshot = facts.op_facts(op)
+    positions = snapshot.position_vars or []
+    by_split_dim = {d: s for s, d in snapshot.reduction_dims.items()}
     hints = []
     for level, hint_id in zip(levels, ids):
-        var = positions[level.host_dim] if level.host_dim < len(positions) else None
+        host_dim = level.host_dim
+        if level.is_reduction:  # split dim rank + r: the DimHint indexes reduction_ranges
+            var = by_split_dim.get(level.host_dim)
+            host_dim = level.host_dim - len(positions)
+        else:
+            var = positions[level.host_dim] if level.host_dim < len(positions) else None
         if not isinstance(var, sympy.Symbol):
             raise Unsupported(f"Cannot auto-tile {op.get_name()}: host dim {level.host_dim} has no "
                               "loop variable of its own to tile")
-        hints.append(AutoHint(hint_id, level.host_dim, level.split, var, level.is_reduction))
+        hints.append(AutoHint(hint_id, host_dim, level.split, var, level.is_reduction))
     return tuple(hints)
 
 

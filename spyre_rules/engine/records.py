@@ -48,7 +48,8 @@ class ChunkingInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SpanOverflowTileLevel:
-    """Split output host dim ``selected_host_dim`` into ``split_count`` tiles."""
+    """Split dim ``selected_host_dim`` into ``split_count`` tiles: an output host dim,
+    or (``is_reduction``) reduction dim ``selected_host_dim - rank`` of the op."""
 
     selected_host_dim: int
     split_count: int

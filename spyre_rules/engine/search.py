@@ -130,14 +130,16 @@ class SearchEvaluation:
             accepted, _ = self.validate(op, tile)
             if accepted:
                 self.veto(op, tile, self.accepted_by())
-                return _plan(found, tile)
+                return _plan(op, found, tile)
         message = search.exhausted(self.env(op=op, dims=dims, tried=tried))
         self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)
         raise Unsupported(message)
 
 
-def _plan(found: list[tuple[str, Any]], tile: Tiling) -> SpanOverflowTilePlan:
-    levels = tuple(SpanOverflowTileLevel(d, k, False) for d, k in tile)
+def _plan(op: Any, found: list[tuple[str, Any]], tile: Tiling) -> SpanOverflowTilePlan:
+    # a split dim past the output dims is a reduction dim: a reduction level
+    rank = len(getattr(getattr(op, "data", None), "ranges", None) or ())
+    levels = tuple(SpanOverflowTileLevel(d, k, d >= rank) for d, k in tile)
     infos = []
     for _, cand in found:
         coord = getattr(cand, "coord", None)

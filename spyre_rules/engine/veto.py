@@ -11,8 +11,9 @@ enumeration, sharing no reasoning with the span facts the rules read):
   its loop is copied tile by tile into it; the planner cannot see the
   consumers, so it is always measured);
 * a Reduction's input reads, every tile, over the whole inner device extent
-  (coordinates driven by a reduction symbol are left out: output-range tiling
-  cannot shrink them, docs/rules_language.md §6.2).
+  (coordinates driven by a reduction symbol the plan does not split are left
+  out: output-range tiling cannot shrink them, docs/rules_language.md §6.2; a
+  reduction level's symbol is measured per tile like an output one).
 
 Each non-stick device coordinate is measured on its own over its own symbols,
 for every tile (tile ``t`` reads a tiled symbol at ``s + t * R/k``; one tile
@@ -119,7 +120,7 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
         return [f"the per-tile output cannot be rebuilt: {getattr(view, 'reason', view)}"]
     problems = _check("per-tile output buffer", view.device_layout.device_size, view.coords,
                       view.range_map, view.itemsize, limit, {})
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
+    per_symbol = split_by_symbol(facts.split_dims, key)
     try:
         is_reduction = isinstance(getattr(op, "data", None), ir.Reduction)
         accesses, found = tiled_accesses(op, per_symbol, reads=is_reduction)

@@ -269,6 +269,30 @@ class OpFacts:
         return out
 
     @property
+    def reduction_dims(self) -> dict[sympy.Symbol, int]:
+        """Reduction symbol -> its *split dim*: ``rank + r`` for ``reduction_ranges[r]``.
+
+        A plan names a reduction dim past the output dims (the convention of
+        ``coarse_tile``'s explicit dims), so one split map covers both kinds.
+        ``ReadWrites.range_vars`` lists one variable per output dim, then one per
+        reduction dim (0 for a squeezed unit dim).
+        """
+        rw = self.read_writes
+        n = len(self.ranges)
+        if rw is None:
+            return {}
+        out = {}
+        for r, var in enumerate(list(rw.range_vars)[n:]):
+            if isinstance(var, sympy.Symbol) and var not in self.symbol_dims:
+                out[var] = n + r
+        return out
+
+    @property
+    def split_dims(self) -> dict[sympy.Symbol, int]:
+        """Every loop symbol -> the split dim whose split divides its range."""
+        return {**self.reduction_dims, **self.symbol_dims}
+
+    @property
     def reduction_symbols(self) -> frozenset:
         """Symbols of the op's MemoryDep read ranges that are not output symbols."""
         dims = self.symbol_dims
@@ -362,6 +386,8 @@ class OpFacts:
             return CannotRebuild(
                 f"{self.name}: {len(self.ranges)} loop ranges for a rank-{len(layout.size)} layout"
             )
+        # a reduction split (dim >= rank) leaves the output tile as it is
+        key = tuple((d, k) for d, k in key if d < len(self.ranges))
         return per_tile_output(
             host_size=layout.size,
             host_stride=layout.stride,
@@ -385,7 +411,7 @@ class OpFacts:
         layout, write = self._layout, self.write
         records: Any = []
         if isinstance(layout, FixedTiledLayout) and static_layout(layout) and write is not None:
-            splits = split_by_symbol(self.symbol_dims, key)
+            splits = split_by_symbol(self.split_dims, key)
             records = tile_access_coords(
                 self.name, layout, layout.dtype, write.index, write.ranges, splits,
                 "full-buffer output",
@@ -399,7 +425,7 @@ class OpFacts:
         layout = read.layout
         if not static_layout(layout):
             return []
-        splits = split_by_symbol(self.symbol_dims, tiling_key(tiling))
+        splits = split_by_symbol(self.split_dims, tiling_key(tiling))
         records = tile_access_coords(
             dep.name, layout, layout.dtype, dep.index, dep.ranges, splits, "input"
         )

@@ -14,7 +14,7 @@ A coordinate driven by a reduction symbol can be dropped from a read
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import sympy
@@ -61,8 +61,11 @@ def full_buffer_write(op: Any, what: str = "tile write into the full output buff
                   dtype_info(layout.dtype).itemsize, dict(write.ranges))
 
 
-def input_read_accesses(op: Any, zero_reduction: bool = True) -> list[Access]:
-    """Each measurable input read of the op (``facts.snapshot.OpFacts.input_reads``)."""
+def input_read_accesses(op: Any, zero_reduction: bool = True,
+                        split_symbols: Collection[Any] = ()) -> list[Access]:
+    """Each measurable input read of the op (``facts.snapshot.OpFacts.input_reads``).
+    Reduction symbols in ``split_symbols`` (a reduction level's) are measured per
+    tile, not dropped."""
     facts = op_facts(op)
     write = facts.write
     out = []
@@ -71,7 +74,7 @@ def input_read_accesses(op: Any, zero_reduction: bool = True) -> list[Access]:
         coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
                                     dep.index, dep.ranges)
         if zero_reduction and write is not None:
-            reduction_syms = set(dep.ranges) - set(write.ranges)
+            reduction_syms = set(dep.ranges) - set(write.ranges) - set(split_symbols)
             coords = [sympy.Integer(0) if c.free_symbols & reduction_syms else c for c in coords]
         out.append(Access(f"read of {read.buffer}", [int(s) for s in rl.device_layout.device_size],
                           coords, dtype_info(rl.dtype).itemsize, dict(dep.ranges)))
@@ -92,7 +95,7 @@ def tiled_accesses(op: Any, per_symbol: Mapping[Any, int], reads: bool,
     if split is None:
         return [], ["a split does not divide the range of its loop variable"]
     out, problems = [(write, *split)], []
-    for read in input_read_accesses(op) if reads else []:
+    for read in input_read_accesses(op, split_symbols=per_symbol) if reads else []:
         split = tiled_ranges(read.ranges, per_symbol)
         if split is None:
             problems.append(f"{read.what}: a split does not divide its loop range")

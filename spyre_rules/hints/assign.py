@@ -6,8 +6,8 @@ it resolves each hint level ``(dim name, count)`` against the op's named dims:
 
 * an output dim with that name -> ``DimHint(is_reduction=False, host_dim=d)``;
 * a reduction dim with that name -> ``DimHint(is_reduction=True, host_dim=r)``
-  where ``r`` indexes ``op.data.reduction_ranges`` (coarse_tile refuses it:
-  accumulation across tiles is not supported);
+  where ``r`` indexes ``op.data.reduction_ranges``: a reduction level, whose
+  partial results are accumulated across tiles (``passes/accumulators.py``);
 * no dim with that name -> a loop-invariant level (``loop_var=None,
   host_dim=None``): the level does not tile the op, and
   ``hints_to_coarse_tile_groups`` keeps the op out of that level's loop (the
@@ -215,7 +215,9 @@ def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
     outer hint only, or without the dim of a level) starts its own group, i.e. its
     own top-level loop, and an op no level tiles runs once, outside every loop:
     its result is the same in every iteration, and inside a loop its whole buffer
-    would be read as if it were the tile.  The loops are independent, so this
+    would be read as if it were the tile.  An op with a reduction level ends its
+    group: its value is final only after the loop, so the ops after it (readers
+    included) start a new loop.  The loops are independent, so this
     loop fission keeps the semantics.  Call this before the automatic groups'
     synthetic ``dim_hints`` are stamped (``hints/automatic.py``).
     """
@@ -241,5 +243,11 @@ def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
             run, run_key = [], key
         if key is not None:
             run.append(op)
+        if any(h.is_reduction and h.host_dim is not None and int(h.split_count) > 1
+               for h in hints):
+            # A reduction level's value is final only after its loop: the ops after
+            # it (its readers among them) run in a loop of their own.
+            flush()
+            run, run_key = [], None
     flush()
     return groups

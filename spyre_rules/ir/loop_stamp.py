@@ -13,8 +13,8 @@ Fields, one entry per loop level, outermost first (docs/layout_model.md §5.2):
 * ``counts`` -- the trip count of each level (``sympy.Integer``);
 * ``tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
 * ``tiled_reduction_dims`` -- per level, the positions in
-  ``op.data.reduction_ranges`` it divides (always empty: accumulation across
-  tiles is not supported).
+  ``op.data.reduction_ranges`` it divides (a reduction level: the loop
+  accumulates the op's partial results, docs/accumulation.md).
 """
 
 from __future__ import annotations
@@ -88,5 +88,6 @@ def loop_tiled_dims(op: Any) -> list[list[int]]:
 
 
 def loop_tiled_reduction_dims(op: Any) -> list[list[int]]:
+    """Per level, the ``reduction_ranges`` positions it divides; ``[]`` outside every loop."""
     stamp = loop_stamp(op)
     return [] if stamp is None else [list(d) for d in stamp.tiled_reduction_dims]

@@ -9,10 +9,11 @@ of the group gets a ``LoopStamp`` (``ir/loop_stamp.py``; read it with
 * ``counts``     -- ``sympy.Integer(count_l)`` per level, outermost first;
 * ``tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
 * ``tiled_reduction_dims`` -- per level, positions in ``reduction_ranges``
-  (always empty: tiling a reduction dim needs accumulation, refused below);
+  (a *reduction level*: the loop accumulates the op's partial results, see
+  ``passes/accumulators.py``; read with ``loop_tiled_reduction_dims(op)``);
 
-and its ``data.ranges`` are divided exactly, level by level, so the op describes
-the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
+and its ``data.ranges`` (and ``reduction_ranges``) are divided exactly, level by
+level, so the op describes the work of one innermost iteration.  Its layout becomes the per-tile buffer: host
 size = per-tile ranges, strides dense in the full buffer's memory order (a
 transposed copy stays transposed tile by tile), and the FixedTiledLayout's device
 layout is rebuilt by ``resize_device_layout`` over the dims in that memory order
@@ -40,9 +41,11 @@ ranges of a Reduction names a reduction dim.
 Everything is validated for *all* groups before the first op is touched, so an
 error (``CoarseTileError``: a ``RuntimeError`` naming the op, dim and count)
 leaves the IR as it was: non-contiguous group, op in two groups or already tiled,
-count not dividing a dim, reduction dim tiled (by a count above 1: count 1 is one
-tile over the whole dim, so the op stays loop-invariant in that level), unknown
-hint id, a device layout that cannot be rebuilt.
+count not dividing a dim, a reduction dim of a reduction whose partial results
+cannot be combined (argmax/argmin, welford), a reduction level outside an output
+level of the same op (the accumulator would have to hold every outer tile), unknown
+hint id, a device layout that cannot be rebuilt.  A count of 1 on a reduction dim
+is one tile over the whole dim: nothing to accumulate, the level leaves it whole.
 
 Edits follow docs/inductor_integration.md §3: ``Loops`` are frozen, so ranges
 are written with ``object.__setattr__`` and Inductor's ``cache_on_self`` results
@@ -75,6 +78,7 @@ from spyre_rules.facts.stick_layout import (
     within_stick_host_dim,
 )
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.passes.combine import COMBINE
 
 __all__ = ["coarse_tile", "CoarseTileError", "normalize_group"]
 
@@ -102,7 +106,9 @@ class _OpPlan:
     group_id: tuple[int, ...]
     counts: list[sympy.Integer]
     tiled: list[list[int]]
+    tiled_reduction: list[list[int]]
     ranges: list[int]
+    reduction_ranges: list[int]
     layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
 
 
@@ -200,16 +206,23 @@ def _dim_hint(op: Any, hint_id: Any, where: str) -> Any:
 
 def _reduction_error(
     op: Any, r: int, size: Any, count: int, where: str, names: Any = None
-) -> CoarseTileError:
+) -> CoarseTileError | None:
+    """Why ``op`` cannot accumulate over a tiled reduction dim (None: it can)."""
+    kind = str(op.data.reduction_type)
+    if kind in COMBINE:
+        return None
     named = f" ({', '.join(names)})" if names else ""
     return CoarseTileError(
         f"coarse_tile: {where}: cannot tile reduction {op_description(op)} on its reduction "
-        f"dim {r}{named} of size {size} by {count}: accumulation across tiles is not supported"
+        f"dim {r}{named} of size {size} by {count}: its partial results cannot be combined "
+        f"across tiles (reduction {kind!r}; accumulation supports {', '.join(sorted(COMBINE))})"
     )
 
 
-def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) -> list[int]:
-    """Positions in ``op.data.ranges`` tiled by ``level`` (raises for reduction dims)."""
+def _level_dims(
+    op: Any, level: _Level, n_out: int, red: list[int], where: str
+) -> tuple[list[int], list[int]]:
+    """``(positions in op.data.ranges, positions in reduction_ranges)`` tiled by ``level``."""
     if isinstance(level, GroupLevel):
         hint = _dim_hint(op, level.hint_id, where)
         if int(hint.split_count) != level.split:
@@ -218,12 +231,20 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
                 f"{op_description(op)} for hint id {level.hint_id!r} (count {hint.split_count})"
             )
         if hint.host_dim is None:
-            return []
+            return [], []
         if hint.is_reduction and level.split == 1:
-            return []  # one tile covers the whole reduction: nothing to accumulate
+            return [], []  # one tile covers the whole reduction: nothing to accumulate
         if hint.is_reduction:
-            size = red[hint.host_dim] if 0 <= hint.host_dim < len(red) else "?"
-            raise _reduction_error(op, hint.host_dim, size, level.split, where, hint.dim_names)
+            if not 0 <= hint.host_dim < len(red):
+                raise CoarseTileError(
+                    f"coarse_tile: {where}: reduction dim {hint.host_dim} is out of range for "
+                    f"{op_description(op)} with {len(red)} reduction dims"
+                )
+            error = _reduction_error(op, hint.host_dim, red[hint.host_dim], level.split, where,
+                                     hint.dim_names)
+            if error is not None:
+                raise error
+            return [], [hint.host_dim]
         dims: tuple[int, ...] = (hint.host_dim,)
     else:
         dims = level.dims
@@ -231,8 +252,10 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
         dims = tuple(d for d in dims if not n_out <= d < n_out + len(red))
     for d in dims:
         if n_out <= d < n_out + len(red):
-            raise _reduction_error(op, d - n_out, red[d - n_out], level.split, where)
-        if not 0 <= d < n_out:
+            error = _reduction_error(op, d - n_out, red[d - n_out], level.split, where)
+            if error is not None:
+                raise error
+        elif not 0 <= d < n_out:
             raise CoarseTileError(
                 f"coarse_tile: {where}: dim {d} is out of range for {op_description(op)} "
                 f"with {n_out} output dims and {len(red)} reduction dims"
@@ -247,7 +270,7 @@ def _level_dims(op: Any, level: _Level, n_out: int, red: list[int], where: str) 
             f"{op_description(op)} by {level.split}: its {level.split} iterations would cover "
             f"only the diagonal tiles; give each dim its own level"
         )
-    return list(dims)
+    return [d for d in dims if d < n_out], [d - n_out for d in dims if d >= n_out]
 
 
 def _static(values: Any, what: str, op: Any) -> list[int]:
@@ -342,29 +365,45 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
         if isinstance(op.data, ir.Reduction) else []
     )
     old = list(ranges)
+    old_red = list(red)
     tiled: list[list[int]] = []
+    tiled_red: list[list[int]] = []
     for li, level in enumerate(levels):
         where = f"group {index} level {li}"
-        dims = _level_dims(op, level, len(ranges), red, where)
-        for d in dims:
-            if ranges[d] % level.split:
-                full = (
-                    "" if ranges[d] == old[d]
-                    else f" per tile of the outer levels (full size {old[d]})"
-                )
-                raise CoarseTileError(
-                    f"coarse_tile: {where}: count {level.split} does not divide dim {d} "
-                    f"(size {ranges[d]}{full}) of {op_description(op)}"
-                )
-            ranges[d] //= level.split
+        dims, red_dims = _level_dims(op, level, len(ranges), red, where)
+        if dims and any(tiled_red):
+            # The accumulator holds one output tile; an output level inside a
+            # reduction level would need every output tile's partial result at once.
+            raise CoarseTileError(
+                f"coarse_tile: {where}: {op_description(op)} tiles its output dim {dims[0]} "
+                f"inside a loop over its reduction dim {next(r for t in tiled_red for r in t)}; "
+                "put the reduction level innermost (an outer output level, then the reduction)"
+            )
+        for sizes, full, positions, what in (
+            (ranges, old, dims, "dim"), (red, old_red, red_dims, "reduction dim"),
+        ):
+            for d in positions:
+                if sizes[d] % level.split:
+                    extra = (
+                        "" if sizes[d] == full[d]
+                        else f" per tile of the outer levels (full size {full[d]})"
+                    )
+                    raise CoarseTileError(
+                        f"coarse_tile: {where}: count {level.split} does not divide {what} {d} "
+                        f"(size {sizes[d]}{extra}) of {op_description(op)}"
+                    )
+                sizes[d] //= level.split
         tiled.append(dims)
+        tiled_red.append(red_dims)
     layout = _plan_layout(op, old, ranges) if ranges != old else None
     return _OpPlan(
         op=op,
         group_id=(index,) + (0,) * (len(levels) - 1),
         counts=[sympy.Integer(level.split) for level in levels],
         tiled=tiled,
+        tiled_reduction=tiled_red,
         ranges=ranges,
+        reduction_ranges=red,
         layout=layout,
     )
 
@@ -379,10 +418,13 @@ def _apply(plan: _OpPlan) -> None:
         layout.stride = [sympy.Integer(s) for s in stride]
         if device is not None:
             layout.device_layout = device
+    if any(plan.tiled_reduction):
+        set_frozen(op.data, "reduction_ranges",
+                   [sympy.Integer(r) for r in plan.reduction_ranges])
     drop_caches(op, op.data)
     set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
                                  tiled_dims=plan.tiled,
-                                 tiled_reduction_dims=[[] for _ in plan.tiled]))
+                                 tiled_reduction_dims=plan.tiled_reduction))
 
 
 def coarse_tile(

@@ -145,11 +145,14 @@ class LoopRecord:
     loop_group_id: tuple[int, ...]
     loop_count: tuple[int, ...]
     loop_tiled_dims: tuple[tuple[int, ...], ...]
+    loop_tiled_reduction_dims: tuple[tuple[int, ...], ...]
     propagation: str
 
     def as_dict(self) -> dict[str, Any]:
         return {"loop_group_id": list(self.loop_group_id), "loop_count": list(self.loop_count),
-                "loop_tiled_dims": _lists(self.loop_tiled_dims), "propagation": self.propagation}
+                "loop_tiled_dims": _lists(self.loop_tiled_dims),
+                "loop_tiled_reduction_dims": _lists(self.loop_tiled_reduction_dims),
+                "propagation": self.propagation}
 
 
 @dataclasses.dataclass(frozen=True)

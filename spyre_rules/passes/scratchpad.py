@@ -9,7 +9,11 @@ Which buffers: a ComputedBuffer with a ``FixedTiledLayout`` that
 * lives inside a loop group (a ``LoopStamp``) and is ``per_tile_fixed``
   (insert_tiling_propagation: rewritten every iteration at a fixed address), and
 * is read only by ops of the same top-level loop group and is not a graph output
-  (a loop-invariant ``per_tile_fixed`` buffer may still be read after its loop).
+  (a loop-invariant ``per_tile_fixed`` buffer may still be read after its loop);
+
+and the accumulator of every op with a reduction level (``passes/accumulators.py``:
+per tile, used only by that op's init / combine / finalise steps, inside its loop),
+placed right before the op's own buffer.
 
 Placement (deliberately simple): per top-level loop group, first-fit in operation
 order, each buffer at the next 128-byte aligned offset (one stick, like HBM
@@ -41,6 +45,7 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.loop_stamp import loop_group_id
 from spyre_rules.program.memory_map import ALIGNMENT
+from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR
 
 __all__ = ["lx_candidates", "scratchpad_planning"]
 
@@ -65,12 +70,26 @@ def lx_candidates(graph: Any) -> dict[Any, list[Any]]:
         layout = op.layout
         if gid is None or not isinstance(layout, FixedTiledLayout):
             continue
+        acc = getattr(op, ACCUMULATOR_ATTR, None)
+        if acc is not None:  # read and written only inside the op's loop (accumulators.py)
+            found.setdefault(gid[0], []).append(_AccumulatorBuffer(acc))
         if not getattr(layout, "per_tile_fixed", False) or op.get_name() in outputs:
             continue
         if readers.get(op.get_name(), set()) - {gid[0]}:
             continue
         found.setdefault(gid[0], []).append(op)
     return found
+
+
+class _AccumulatorBuffer:
+    """A reduction level's accumulator, seen as an LX candidate buffer."""
+
+    def __init__(self, acc: Any) -> None:
+        self.acc = acc
+        self.layout = acc.layout
+
+    def get_name(self) -> str:
+        return self.acc.name
 
 
 def scratchpad_planning(graph: Any) -> dict[str, int]:
@@ -86,6 +105,8 @@ def scratchpad_planning(graph: Any) -> dict[str, int]:
             size = int(op.layout.device_layout.size_in_bytes)
             start = _align(end)
             record = plan.get(op.get_name())
+            if isinstance(op, _AccumulatorBuffer):
+                record = (plan.get(op.acc.op) or {}).get("accumulator")
             if start + size > capacity:
                 if record is not None:
                     plan[op.get_name()] = record.with_scratchpad(

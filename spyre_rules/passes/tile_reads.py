@@ -44,7 +44,7 @@ from torch.utils._sympy.functions import ModularIndexing
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates, to_plain_sympy
 from spyre_rules.ir.ir_edit import drop_caches, set_frozen
-from spyre_rules.ir.loop_stamp import loop_stamp, loop_tiled_dims
+from spyre_rules.ir.loop_stamp import loop_stamp, loop_tiled_dims, loop_tiled_reduction_dims
 from spyre_rules.passes.coarse_tile import CoarseTileError
 from spyre_rules.spans import coordinate_span_elems
 
@@ -88,18 +88,20 @@ class TileBuffer:
         return new
 
 
-def _step(op: Any, level: int, position: int, tile: int) -> int:
+def _step(op: Any, level: int, position: int, tile: int, reduction: bool = False) -> int:
     """Elements one iteration of ``level`` moves ``op``'s dim ``position`` (0: not tiled).
 
     The tile of the innermost level tiling the dim, times the counts of the
-    levels inside ``level`` that tile it again.
+    levels inside ``level`` that tile it again.  ``reduction``: ``position`` is a
+    reduction dim (``loop_tiled_reduction_dims``).
     """
     stamp = loop_stamp(op)
-    if position not in stamp.tiled_dims[level]:
+    levels = stamp.tiled_reduction_dims if reduction else stamp.tiled_dims
+    if position not in levels[level]:
         return 0
     step = tile
     for inner in range(level + 1, stamp.depth):
-        if position in stamp.tiled_dims[inner]:
+        if position in levels[inner]:
             step *= int(stamp.counts[inner])
     return step
 
@@ -215,8 +217,13 @@ def _check_moves_with_tile(reader: Any, tile: TileBuffer, index: Any, args: list
     flat = [a for group in args for a in group]
     sizes = [s for group in _sizes(reader) for s in group]
     plain = sympy.sympify(to_plain_sympy(index))
+    n_out = len(args[0])
+    reduction_levels = loop_tiled_reduction_dims(reader)
     for level, tiled in enumerate(loop_tiled_dims(reader)):
         shift = {flat[p]: flat[p] + _step(reader, level, p, sizes[p]) for p in tiled}
+        shift.update({flat[n_out + r]: flat[n_out + r] + _step(reader, level, r,
+                                                               sizes[n_out + r], True)
+                      for r in reduction_levels[level]})
         moved = sympy.sympify(sympy.expand(plain.xreplace(shift) - plain))
         expected = tile.level_shift(level)
         if not moved.is_Integer:

@@ -5,7 +5,7 @@ Spec: docs/layout_model.md §5.3.  After
 into a *per-tile* buffer (its layout was resized in place).  That is right for
 readers inside the same loop, wrong for everybody else.  Per tiled op:
 
-* **loop-invariant** (no level tiles any of its dims; hint groups never hold
+* **loop-invariant** (no level tiles any of its output or reduction dims; hint groups never hold
   one, explicit groups may): its buffer is the full buffer, rewritten whole in
   every iteration, so it is *not* ``per_tile_fixed``: a tiled reader in the loop
   moves over it with its own tile like over any full buffer.  (Marking it fixed
@@ -60,9 +60,11 @@ from spyre_rules.ir.loop_stamp import (
     loop_group_id,
     loop_stamp,
     loop_tiled_dims,
+    loop_tiled_reduction_dims,
     set_loop_stamp,
 )
 from spyre_rules.ir.op_identity import set_op_kind
+from spyre_rules.passes.accumulators import attach_accumulators
 from spyre_rules.passes.coarse_tile import CoarseTileError, coarse_tile, normalize_group
 from spyre_rules.passes.plan_record import LoopRecord
 from spyre_rules.passes.tile_reads import TileBuffer, reindex_loop_reads
@@ -175,10 +177,16 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     graph.operations.insert(graph.operations.index(op) + 1, buf)
     buf.origins = type(op.origins)(op.origins)
     set_op_kind(buf, COPY_KIND)
+    # The op's value is final only after its reduction levels (the finalise step),
+    # so the copy runs in the enclosing output levels only.
     stamp = loop_stamp(op)
-    set_loop_stamp(buf, LoopStamp(group_id=stamp.group_id, counts=stamp.counts,
-                                  tiled_dims=stamp.tiled_dims,
-                                  tiled_reduction_dims=[[] for _ in stamp.tiled_dims]))
+    depth = next(
+        (level for level, dims in enumerate(stamp.tiled_reduction_dims) if dims),
+        stamp.depth,
+    )
+    set_loop_stamp(buf, LoopStamp(group_id=stamp.group_id[:depth], counts=stamp.counts[:depth],
+                                  tiled_dims=stamp.tiled_dims[:depth],
+                                  tiled_reduction_dims=[[] for _ in range(depth)]))
     state = graph_state(graph)
     state.layouts[name] = layout
     description = f"{name} (copy of the {op.get_name()} tile into a full buffer)"
@@ -191,10 +199,17 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
 def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]) -> str:
     name = op.get_name()
     layout = op.layout
-    if not any(loop_tiled_dims(op)):
+    if not any(loop_tiled_dims(op)) and not any(loop_tiled_reduction_dims(op)):
         return "loop-invariant"
     outside = [r for r in readers if _top(r) != _top(op)]
     inside = [r for r in readers if _top(r) == _top(op)]
+    if inside and any(loop_tiled_reduction_dims(op)):
+        raise CoarseTileError(
+            f"insert_tiling_propagation: {[r.get_name() for r in inside]} read "
+            f"{op_description(op)} inside its reduction loop, where it holds a partial "
+            "result (its value is final only after the loop); put them in a group of "
+            "their own"
+        )
     if not outside and not _is_output(graph, name):
         layout.per_tile_fixed = True
         return "loop-internal"
@@ -267,8 +282,10 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 loop_group_id=tuple(loop_group_id(op)),
                 loop_count=tuple(int(c) for c in loop_count(op)),
                 loop_tiled_dims=tuple(tuple(d) for d in loop_tiled_dims(op)),
+                loop_tiled_reduction_dims=tuple(tuple(d) for d in loop_tiled_reduction_dims(op)),
                 propagation=what,
             ))
+    attach_accumulators(graph, [graph.get_buffer(name) for name in done])
     return done
 
 

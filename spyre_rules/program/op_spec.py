@@ -71,6 +71,11 @@ coordinate over the symbol's whole range ``[0, size)``.
   ``args[a]`` (``is_input=False``), rounded to host dtype ``d``.
 * ``"reduction_symbols"``: the iteration symbols reduced over (``[]`` for a
   pointwise op).
+* ``"accumulate"`` (reduction levels only, ``codegen/accumulate.py``): which step
+  of an accumulation the op is -- ``{"step": "init" | "combine" | "finalize",
+  "accumulator": name, "reduction": type, ...}`` with the identity (init), the
+  combine op (combine) or the final dtype (finalize).  Informative: the program
+  entries already say what runs.
 * ``"region"`` (only on an op writing a region of a concatenation):
   ``{"op": its buffer name, "of": the concatenation buffer}``; its store
   TensorArg addresses the concatenation buffer (docs/layout_model.md §5.10).

@@ -191,3 +191,16 @@ def test_attention_tiled_by_a_manual_hint(kind, dim, dtype):
     torch.testing.assert_close(compiled.output, attention(*xs), **TOL[dtype])
     loops = [i for k in compiled.kernels for i in k.specs if isinstance(i, LoopSpec)]
     assert loops and all(loop.count == 2 for loop in loops)
+
+
+def test_sdpa_output_is_contiguous_for_a_following_view():
+    """Torch's CPU flash decomposition returns (batch, seq, heads) memory order; a
+    ``.view`` that eager accepts on the (contiguous) output must still compile."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(16, 2, 16, 16, generator=gen) for _ in range(3))
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v).view(16, 2, 8, 32)
+
+    run = run_spyre(f, q, k, v)
+    torch.testing.assert_close(run.output, f(q, k, v), rtol=1e-5, atol=1e-5)

@@ -130,15 +130,28 @@ def test_automatic_tiling_makes_it_fit(tmp_path):
     assert record["span_check"]["max_span_bytes"] <= 8192
 
 
-def test_reduction_controlled_span_says_so():
+def test_reduction_controlled_span_is_tiled_automatically():
+    """x.sum(0): only the reduced axis drives the read's span; a reduction level fixes it."""
     x = torch.randn(256, 64).half()
     with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = run_spyre(lambda a: a.sum(0), x)
     torch.testing.assert_close(compiled.output, x.sum(0), atol=0.5, rtol=1e-2)
+    assert [w for w in caught if w.category is SpanOverflowWarning] == []
+    assert [s.op for s in compiled.op_specs()] == ["acc_init", "sum", "acc_finalize"]
+
+
+def test_reduction_controlled_span_says_so():
+    """argmax's partials do not combine: no reduction level, the span check says why."""
+    x = torch.randn(256, 64).half()
+    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = run_spyre(lambda a: a.argmax(0), x)
+    assert torch.equal(compiled.output, x.argmax(0))
     assert [str(w.message) for w in caught if w.category is SpanOverflowWarning] == [
-        "spyre_rules span check: graph 0/0, kernel sdsc_sum_0, op buf0 (sum): read of tensor "
+        "spyre_rules span check: graph 0/0, kernel sdsc_argmax_0, op buf0 (argmax): read of tensor "
         "arg0_1, device dim 1 spans 32768 bytes, over the limit of 8192 bytes (max_span_bytes); "
         "planner decision: no plan: no span exceeds the limit; reduction-controlled span: "
         "needs reduction-range tiling"

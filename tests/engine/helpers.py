@@ -25,8 +25,10 @@ import spyre_rules
 from spyre_rules.backend.capture import CapturedOperations
 from spyre_rules.backend.compile import compile_for_capture
 from spyre_rules.backend.pre_scheduling import capture_sink
+from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
+from spyre_rules.facts.stick_layout import dtype_info
 from spyre_rules.facts.tile_accesses import full_buffer_write, input_read_accesses, tiled_accesses
 from spyre_rules.spans import verify_spans
 
@@ -133,13 +135,33 @@ def span_problems(op, splits, limit: int, all_reads: bool = False) -> list[str]:
         return [f"no per-tile view: {view}"]
     problems = _check_coords("per-tile buffer", view.device_layout.device_size, view.coords,
                              view.range_map, view.itemsize, limit, {})
-    per_symbol = split_by_symbol(facts.symbol_dims, key)
-    reads = all_reads or isinstance(op.data, ir.Reduction)
-    accesses, found = tiled_accesses(op, per_symbol, reads, write_what="full-buffer write")
-    problems += found
-    for access, ranges, steps in accesses:
-        problems += _check_coords(access.what, access.device_size, access.coords, ranges,
-                                  access.itemsize, limit, steps)
+    layout, write = op.layout, facts.write
+    coords = device_coordinates(layout.device_layout, write.index, write.ranges)
+    per_symbol = split_by_symbol(facts.split_dims, key)
+    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
+    steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
+    problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
+                              ranges, dtype_info(layout.dtype).itemsize, limit, steps)
+    # Reads: Reductions only (a Pointwise op's reads are its run's per-tile
+    # buffers or inputs laid out like its output), and not coordinates driven by
+    # a reduction symbol -- output-range tiling cannot shrink those (docs/layout_model.md §3.5:
+    # reduction-range tiling is a separate mechanism, not built yet).
+    reads = facts.input_reads() if isinstance(op.data, ir.Reduction) else []
+    for read in reads:
+        dep, rl = facts.dep_of(read), read.layout
+        coords = access_coordinates(rl.device_layout, rl.size, rl.stride, rl.offset,
+                                    dep.index, dep.ranges)
+        # A coordinate driven only by reduction symbols the plan tiles (a reduction
+        # level) is measured per tile; other reduction-driven ones are left out.
+        reduction_syms = set(dep.ranges) - set(write.ranges)
+        coords = [sympy.Integer(0) if c.free_symbols & reduction_syms
+                  and (c.free_symbols & set(write.ranges)
+                       or not c.free_symbols & reduction_syms <= set(per_symbol)) else c
+                  for c in coords]
+        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
+        steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
+        problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
+                                  ranges, dtype_info(rl.dtype).itemsize, limit, steps)
     return problems
 
 

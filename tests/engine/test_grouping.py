@@ -121,11 +121,13 @@ def _sum_over_the_run_dim(a):
 
 
 def test_reduction_over_a_dim_the_run_splits_keeps_the_seed_conflict():
-    """The run splits host dim 1 of c (20 tiles), which c.sum(dim=1) reduces: no split of
+    """The run splits host dim 1 of c (19 tiles), which c.sum(dim=1) reduces: no split of
     its own dims reads c tile by tile, and after the loop its read of c's full buffer
-    over the reduced dim would overflow -- the original design's Unsupported, word for word."""
+    over the reduced dim would overflow -- the original design's Unsupported, word for word.
+    (19 rows: a reduction level would leave one row per tile, so the sum plans none; with
+    20 rows its reduction candidates are tried first and none fits.)"""
     ops = capture("sum_over_run_dim", _sum_over_the_run_dim,
-                  torch.randn(1, 20, 128, 64, dtype=FP16))
+                  torch.randn(1, 19, 128, 64, dtype=FP16))
     with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
         spyre_rules.span_overflow_groups(ops)
     assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "

@@ -85,6 +85,13 @@ def _overflows(coords, out_syms, limit):
             and c.span_bytes is not None and c.span_elems > 1 and c.span_bytes > limit]
 
 
+def _splittable(op):
+    """The reductions the policy lets a reduction level split (planner.rules)."""
+    kind = facts.reduction_type(op)
+    return kind in {"sum", "batchmatmul", "max", "min", "any"} or (
+        kind == "prod" and facts.output_dtype(op) in {"int32", "int64", "bool"})
+
+
 def _valid(op, tile, limit, ev):
     """The documented validation, written out directly over the facts."""
     if not facts.has_output_coords(op, tile):
@@ -97,6 +104,24 @@ def _valid(op, tile, limit, ev):
         for r in facts.input_reads(op):
             for c in _overflows(facts.read_coords(op, r, tile), out_syms, limit):
                 dims = {facts.output_dim(op, s) for s in c.symbols} - {None}
+                if any(len(ev.legal_splits(op, d)) > 1 for d in dims):
+                    return False
+    # input_reads_fit: every read coordinate only output symbols drive fits
+    for r in facts.input_reads(op):
+        for c in facts.read_coords(op, r, tile):
+            if c.is_stick or not c.symbols or not c.symbols <= out_syms:
+                continue
+            if c.span_elems is not None and c.span_elems <= 1:
+                continue
+            if c.span_bytes is None or c.span_bytes > limit:
+                return False
+    if facts.is_reduction(op) and _splittable(op):
+        for r in facts.input_reads(op):
+            for c in facts.read_coords(op, r, tile):
+                if (c.is_stick or not c.symbols or c.symbols & out_syms or c.span_bytes is None
+                        or not c.span_elems or c.span_elems <= 1 or c.span_bytes <= limit):
+                    continue
+                dims = {facts.reduction_split_dim(op, s) for s in c.symbols} - {None}
                 if any(len(ev.legal_splits(op, d)) > 1 for d in dims):
                     return False
     full = facts.full_output_coords(op, tile)

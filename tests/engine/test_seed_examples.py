@@ -252,10 +252,12 @@ def test_5_granite_lm_head_plans_at_the_real_limit():
     assert spans == [384 * 4096 * 64 * 2, 4096 * 64 * 2]  # floor(n/64) per tile, k
 
 
-def test_5_bmm_k_controlled_span_is_skipped():
+def test_5_bmm_k_controlled_span_is_a_reduction_candidate():
     """F.linear(x[2, 8192], W[1024, 8192]) at 16 KiB: the BMM reads x as
-    [floor(k/64), m, Mod(k, 64)] -- 128 * 128 * 2 = 32,768 bytes over the limit but
-    driven by k, the reduction symbol; no candidate comes from it."""
+    [floor(k/64), m, Mod(k, 64)] -- 128 * 128 * 2 = 32,768 bytes over the limit,
+    driven by k, the reduction symbol.  Once skipped, it is now a candidate
+    on split dim 2 (rank 2 + reduction dim 0), as is the restickified weight's k
+    coordinate, and the plan tiles n by 16 and k by 64 (a reduction level)."""
     ops = capture("lm_k", lambda x, w: F.linear(x, w), torch.randn(2, 8192, dtype=FP16),
                   torch.randn(1024, 8192, dtype=FP16))
     bmm = by_name(ops, "buf0")
@@ -265,7 +267,10 @@ def test_5_bmm_k_controlled_span_is_skipped():
         k_coord = facts.read_coords(bmm, x_read, ())[0]
     assert k_coord.symbols == {k} and k_coord.span_bytes == 32768
     d = decide(ops, "buf0", max_span_bytes=16384)
-    assert {s.values["r"].buffer for s in emitted(d)} == {"buf1"}
+    assert [(s.rule, s.values["host_dim"], s.values["r"].buffer) for s in emitted(d)] == [
+        ("input_span", 1, "buf1"), ("reduction_span", 2, "arg0_1"), ("reduction_span", 2, "buf1")]
+    assert d.plan.splits == ((1, 16), (2, 64))
+    assert [lv.is_reduction for lv in d.plan.levels] == [False, True]
 
 
 # ------------------------------------------------------------ 6. multi-level
@@ -349,10 +354,12 @@ def test_7_input_stick_alignment():
 # ---------------------------------------------------- 8. reduction-controlled
 
 
-def test_8_reduction_controlled_span_gives_no_candidate():
+def test_8_reduction_controlled_span_plans_a_reduction_level():
     """x.sum(dim=-1), x (64, 8192), 64 KiB: x's coordinate floor(r/64) spans
-    128 * 64 * 64 * 2 = 1 MiB but r is the reduction symbol: skipped (future work:
-    reduction-range tiling), and nothing else overflows -> no plan."""
+    128 * 64 * 64 * 2 = 1 MiB, driven only by the reduction symbol r.  Output-range tiling
+    left it alone (it needs reduction-range tiling); it is now a candidate on split
+    dim 1 (rank 1 + reduction dim 0) and the plan tiles r by 16: each tile reads
+    8 stick columns, 8 * 64 * 64 * 2 = 64 KiB."""
     ops = capture("sum_last", lambda x: x.sum(dim=-1), torch.randn(64, 8192, dtype=FP16))
     (op,) = ops
     with ops.graph_context(0):
@@ -362,8 +369,10 @@ def test_8_reduction_controlled_span_gives_no_candidate():
     over = [c for c in coords if not c.is_stick and c.span_bytes > 65536]
     assert [(c.expr, c.span_bytes) for c in over] == [(f"floor({r}/64)", 1 * MiB)]
     d = decide(ops, max_span_bytes=65536)
-    assert (d.decision, d.reason) == ("no plan", "no span exceeds the limit")
-    assert emitted(d) == []
+    assert (d.decision, d.reason) == ("plan", "reduction-controlled input span for arg0_1")
+    assert [(s.rule, s.values["host_dim"]) for s in emitted(d)] == [("reduction_span", 1)]
+    assert [(lv.selected_host_dim, lv.split_count, lv.is_reduction) for lv in d.plan.levels] == [
+        (1, 16, True)]
 
 
 # ------------------------------------------------------- 9. joint coordinate

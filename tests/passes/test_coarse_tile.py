@@ -274,7 +274,7 @@ def test_non_contiguous_group_raises_runtime_error(capture):
     assert [state(op) for op in ops] == before
 
 
-def test_reduction_dim_tiled_by_hint_raises_before_mutation(capture):
+def test_reduction_dim_tiled_by_hint_is_a_reduction_level(capture):
     def f(x):
         with spyre_hint(slices={"N": 2}):
             return x.sum(dim=0)
@@ -284,26 +284,23 @@ def test_reduction_dim_tiled_by_hint_raises_before_mutation(capture):
     assert op.dim_hints == [DimHint(["N"], 2, op.dim_hints[0].loop_var, True, 0, 0)]
     groups = hints_to_coarse_tile_groups(ops)
     assert [levels for _, levels in groups] == [[(0, 2, True)]]
+    coarse_tile(ops, groups)
+    assert (loop_count(op), loop_tiled_dims(op), loop_tiled_reduction_dims(op)) == ([2], [[]], [[0]])
+    assert op.data.ranges == [20, 16, 64] and op.data.reduction_ranges == [1]
+
+
+def test_argmax_reduction_dim_tiled_explicitly_raises_before_mutation(capture):
+    (op,) = ops = capture(lambda x: x.argmax(dim=0), torch.randn(2, 20, 16, 64).half())
     before = state(op)
-    with pytest.raises(CoarseTileError) as info:
-        coarse_tile(ops, groups)
-    assert str(info.value) == (
-        f"coarse_tile: group 0 level 0: cannot tile reduction {op_description(op)} on its "
-        "reduction dim 0 (N) of size 2 by 2: accumulation across tiles is not supported"
-    )
-    assert state(op) == before
-    assert loop_stamp(op) is None
-
-
-def test_reduction_dim_tiled_explicitly_raises(capture):
-    (op,) = ops = capture(lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64).half())
     with pytest.raises(CoarseTileError) as info:
         coarse_tile(ops, [([op], 2, [3])])
     assert str(info.value) == (
         f"coarse_tile: group 0 level 0: cannot tile reduction {op_description(op)} on its "
-        "reduction dim 0 of size 2 by 2: accumulation across tiles is not supported"
+        "reduction dim 0 of size 2 by 2: its partial results cannot be combined across tiles "
+        "(reduction 'argmax'; accumulation supports any, batchmatmul, max, min, prod, sum)"
     )
-    assert op.data.ranges == [20, 16, 64]
+    assert state(op) == before
+    assert loop_stamp(op) is None
 
 
 def test_count_must_divide_explicit_dim(capture):

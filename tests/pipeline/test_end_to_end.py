@@ -247,12 +247,12 @@ CONFLICT = ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) ['bu
 
 def test_unsupported_grouping_is_a_compile_error_under_fallback_error():
     with pytest.raises(Exception) as info:
-        run_auto(sum_over_the_run_dim, h(1, 20, 128, 64))
+        run_auto(sum_over_the_run_dim, h(1, 19, 128, 64))
     assert f"spyre_rules cannot compile this graph: {CONFLICT}" in str(info.value)
 
 
 def test_unsupported_grouping_warns_and_runs_eagerly_under_fallback_eager():
-    x = h(1, 20, 128, 64)
+    x = h(1, 19, 128, 64)
     with pytest.warns(UserWarning) as warned:
         run = run_auto(sum_over_the_run_dim, x, fallback="eager")
     messages = [str(w.message) for w in warned if "spyre_rules" in str(w.message)]
@@ -275,12 +275,12 @@ def test_refused_graph_still_writes_plan_json(tmp_path):
     import json
 
     with pytest.warns(UserWarning, match="Cannot auto-tile buf1"):
-        run_auto(sum_over_the_run_dim, h(1, 20, 128, 64), fallback="eager", dump_dir=str(tmp_path))
+        run_auto(sum_over_the_run_dim, h(1, 19, 128, 64), fallback="eager", dump_dir=str(tmp_path))
     plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
     ops = {r["op"]: r for r in plan["ops"]}
     assert list(ops) == ["buf0", "buf1"]
     assert {n: (r["decision"], r["levels"], r["graph_error"]) for n, r in ops.items()} == {
-        "buf0": ("plan", [[1, 20], [2, 2]], CONFLICT),
+        "buf0": ("plan", [[1, 19], [2, 2]], CONFLICT),
         "buf1": ("plan", [[1, 2]], CONFLICT),
     }
     assert ops["buf1"]["reason"] == "input span overflow for buf0; output span overflow"
