@@ -127,9 +127,28 @@ def _tile_device_size(arg: TensorArg, symbols: list[Any], ranges: dict[Any, Any]
             at_t = dict(zero)
             at_t[sym] = int(ranges[sym])
             delta = int(coord.xreplace(at_t)) - int(coord.xreplace(zero))
-            if delta > 0 and all(size[o] == 1 for o in range(d)):
+            if delta > 0 and all(size[o] == 1 for o in range(d)) \
+                    and _stays_below(coord, sym, delta, ranges):
                 size[d] = min(size[d], delta)
     return size
+
+
+def _stays_below(coord: Any, sym: Any, delta: int, ranges: dict[Any, Any]) -> bool:
+    """Whether one tile's values of ``coord`` lie in ``[c0, c0 + delta)``: true for a
+    coordinate of ``sym`` alone; for one that other symbols move too (``2*c0 + c1``
+    with ``c1`` tiled, a merged view) only when it is affine with non-negative
+    coefficients and its largest value in the tile is below ``delta``."""
+    others = coord.free_symbols - {sym}
+    if not others:
+        return True
+    if any(s not in ranges for s in coord.free_symbols):
+        return False
+    poly = sympy.Poly(coord, *coord.free_symbols) if coord.is_polynomial(*coord.free_symbols) else None
+    if poly is None or poly.total_degree() > 1 or any(c < 0 for c in poly.coeffs()):
+        return False
+    zero = {s: 0 for s in coord.free_symbols}
+    top = {s: int(ranges[s]) - 1 for s in coord.free_symbols}
+    return int(coord.xreplace(top)) - int(coord.xreplace(zero)) < delta
 
 
 def _shift(spec: OpSpec, i: int) -> OpSpec:

@@ -157,7 +157,7 @@ def attach_accumulators(graph: Any, ops: list[Any]) -> dict[str, Accumulator]:
         state.layouts[name] = acc.layout
         record = state.plan.get(op.get_name())
         if record is not None:
-            record["accumulator"] = acc.record()
+            state.plan[op.get_name()] = record.with_accumulator(acc.record())
         done[op.get_name()] = acc
     return done
 

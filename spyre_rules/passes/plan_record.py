@@ -74,6 +74,8 @@ FIELD_WRITERS: dict[str, str] = {
     "split_at_host_steps": "spyre_rules.passes.host_boundaries",
     "graph_error": "spyre_rules.passes.pipeline",
     "loop": "spyre_rules.passes.tiling_propagation",
+    "accumulator": "spyre_rules.passes.accumulators",
+    "accumulator_scratchpad": "spyre_rules.passes.scratchpad",
     "scratchpad": "spyre_rules.passes.scratchpad",
     "layout": "spyre_rules.backend.pre_scheduling",
     "span_check": "spyre_rules.codegen.span_check",
@@ -87,6 +89,8 @@ WRITER_METHODS: dict[str, tuple[str, ...]] = {
     "with_split_at_host_steps": ("split_at_host_steps",),
     "with_graph_error": ("graph_error",),
     "with_loop": ("loop",),
+    "with_accumulator": ("accumulator",),
+    "with_accumulator_scratchpad": ("accumulator_scratchpad",),
     "with_scratchpad": ("scratchpad",),
     "with_layout": ("layout",),
     "with_span_check": ("span_check",),
@@ -168,6 +172,8 @@ class OpPlanRecord:
     split_at_host_steps: Any = UNSET  # names of the host steps that cut its group
     graph_error: Any = UNSET
     loop: Any = UNSET           # LoopRecord
+    accumulator: Any = UNSET    # passes.accumulators.Accumulator.record() of a reduction level
+    accumulator_scratchpad: Any = UNSET  # where the accumulator went (plan.json: accumulator.scratchpad)
     scratchpad: Any = UNSET     # {"lx": offset, "size_bytes": n} or why it stays in HBM
     layout: Any = UNSET         # backend.pre_scheduling.layout_record
     span_check: Any = UNSET     # codegen.span_check result
@@ -197,6 +203,12 @@ class OpPlanRecord:
 
     def with_loop(self, loop: LoopRecord) -> "OpPlanRecord":
         return dataclasses.replace(self, loop=loop)
+
+    def with_accumulator(self, accumulator: dict[str, Any]) -> "OpPlanRecord":
+        return dataclasses.replace(self, accumulator=accumulator)
+
+    def with_accumulator_scratchpad(self, placement: Any) -> "OpPlanRecord":
+        return dataclasses.replace(self, accumulator_scratchpad=placement)
 
     def with_scratchpad(self, placement: Any) -> "OpPlanRecord":
         return dataclasses.replace(self, scratchpad=placement)
@@ -229,8 +241,10 @@ class OpPlanRecord:
             out.update(decision)
         if self.split_at_host_steps is not UNSET:
             out["split_at_host_steps"] = list(self.split_at_host_steps)
-        for name in ("graph_error", "loop", "scratchpad", "layout", "span_check"):
+        for name in ("graph_error", "loop", "accumulator", "scratchpad", "layout", "span_check"):
             value = getattr(self, name)
             if value is not UNSET:
                 out[name] = value.as_dict() if isinstance(value, LoopRecord) else value
+        if self.accumulator is not UNSET and self.accumulator_scratchpad is not UNSET:
+            out["accumulator"] = {**self.accumulator, "scratchpad": self.accumulator_scratchpad}
         return out

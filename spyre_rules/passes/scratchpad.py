@@ -92,6 +92,12 @@ class _AccumulatorBuffer:
         return self.acc.name
 
 
+def _placed(record: Any, accumulator: bool, placement: Any) -> Any:
+    if accumulator:
+        return record.with_accumulator_scratchpad(placement)
+    return record.with_scratchpad(placement)
+
+
 def scratchpad_planning(graph: Any) -> dict[str, int]:
     """Place LX buffers (module doc); returns ``{buffer name: LX offset}``."""
     if not config.lx_planning:
@@ -104,18 +110,19 @@ def scratchpad_planning(graph: Any) -> dict[str, int]:
         for op in ops:
             size = int(op.layout.device_layout.size_in_bytes)
             start = _align(end)
-            record = plan.get(op.get_name())
-            if isinstance(op, _AccumulatorBuffer):
-                record = (plan.get(op.acc.op) or {}).get("accumulator")
+            # An accumulator's placement is reported in its reduction op's record.
+            owner = op.acc.op if isinstance(op, _AccumulatorBuffer) else op.get_name()
+            record = plan.get(owner)
             if start + size > capacity:
                 if record is not None:
-                    plan[op.get_name()] = record.with_scratchpad(
-                        f"stays in HBM: {size} bytes at LX offset {start} "
-                        f"exceed the {capacity}-byte capacity")
+                    plan[owner] = _placed(record, isinstance(op, _AccumulatorBuffer),
+                                          f"stays in HBM: {size} bytes at LX offset {start} "
+                                          f"exceed the {capacity}-byte capacity")
                 continue
             op.layout.allocation = {"lx": start}
             placed[op.get_name()] = start
             end = start + size
             if record is not None:
-                plan[op.get_name()] = record.with_scratchpad({"lx": start, "size_bytes": size})
+                plan[owner] = _placed(record, isinstance(op, _AccumulatorBuffer),
+                                      {"lx": start, "size_bytes": size})
     return placed

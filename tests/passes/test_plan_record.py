@@ -78,14 +78,14 @@ def test_the_serialiser_leaves_out_what_no_writer_said_in_plan_json_order():
     record = record.with_layout({"dtype": "float16"}).with_decision(P.Decision(
         decision="plan", source="automatic", levels=((1, 5),), own_plan=((1, 5),), hint_ids=(10000,),
         reason="output span overflow", rule="grouping.new_run", rule_message=None))
-    record = record.with_loop(P.LoopRecord((0,), (5,), ((1,),), "writes full buffer"))
+    record = record.with_loop(P.LoopRecord((0,), (5,), ((1,),), ((),), "writes full buffer"))
     out = record.as_dict()
     assert list(out) == ["op", "description", "kind", "decision", "rule_trace", "source", "levels",
                          "own_plan", "hint_ids", "reason", "rule", "rule_message", "loop", "layout"]
     assert (out["levels"], out["own_plan"], out["hint_ids"], out["rule_message"]) == (
         [[1, 5]], [[1, 5]], [10000], None)
     assert out["loop"] == {"loop_group_id": [0], "loop_count": [5], "loop_tiled_dims": [[1]],
-                           "propagation": "writes full buffer"}
+                           "loop_tiled_reduction_dims": [[]], "propagation": "writes full buffer"}
     copy = record.copied_as("buf1", "buf1 (copy of the buf0 tile into a full buffer)", "copy")
     assert (copy.op, copy.kind, copy.decision.rule_trace, copy.decision.levels) == (
         "buf1", "copy", (), ((1, 5),))

@@ -410,3 +410,28 @@ def test_rigid_tiles_inside_one_stick_pass_the_check():
         lambda c: [sympy.Integer(0), c], [1, 64], 16,
     )
     check_rigid_tiles(spec, [4], "buf0", {c0: 0})  # 16 elements move by 32 bytes each
+
+
+def _merged_view_chain(x0):
+    t0 = x0.view(6, 2, 6, 8)
+    t1 = torch.relu(t0)
+    t2 = t1 * t0
+    return torch.relu(t2), t2
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
+def test_unrolled_tile_of_a_merged_view_read_keeps_the_whole_device_dim(unroll):
+    # Fuzz 2026:2108: the read of x0 through view(6, 2, 6, 8) has device coordinate
+    # 2*c0 + c1 with c1 tiled; an unrolled tile's TensorArg shrank that device dim to
+    # one tile's step of c1 (1) although c0 still moves it, so the executor refused
+    # an in-bounds load.  Auto-tiled at 1471 bytes: {1: 2, 2: 6}.
+    import spyre_rules
+    from spyre_rules import config
+
+    x0 = torch.randn(12, 6, 8, generator=torch.Generator().manual_seed(202608186))
+    torch._dynamo.reset()
+    with torch.no_grad(), config.patch(fallback="error", unroll_loops=unroll, max_span_bytes=1471,
+                                       sencores=4, ignore_span_overflow_hints=False):
+        actual = torch.compile(_merged_view_chain, backend="spyre_rules", dynamic=False)(x0)
+    for a, e in zip(actual, _merged_view_chain(x0)):
+        assert torch.equal(a, e)
