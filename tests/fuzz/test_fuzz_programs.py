@@ -72,9 +72,9 @@ def test_new_op_families_extend_old_programs_as_a_suffix():
         "float32 x0:[4, 32]AB x1:[32]B | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0 "
         "| hints [0..2]{'B': 2, 'A': 4}")
     assert generate(SEED, 3).op_text() == (  # extended: the old program, then a gather and an embedding
-        "float32 x0:[3, 96]AB x1:[3, 96]AB x2:[3, 96]_B x3:[1, 3]_C | t0=x0.view(48, 6); "
-        "t1=F.pad(t0, (2, 0, -1, 0), value=0.5) * 2.0; t2=x1 - x0; t3=torch.gather(t2, 0, x2); "
-        "t4=F.embedding(x3, t3) | hints [0..0]{'B': 96}")
+        "float32 x0:[3, 96]AB x1:[48, 6]__ x2:[41, 6]__ x3:[1, 3]_C | t0=x0.view(48, 6); "
+        "t1=torch.tanh(t0); t2=t1 * x1; t3=torch.gather(t2, 0, x2); t4=F.embedding(x3, t3) "
+        "| hints [2..2]{'A': 3, 'B': 32}")
     extended = [generate(SEED, i) for i in range(COUNT)]
     assert any(h.last == len(p.ops) - 1 and "cumsum" in p.ops[-1].expr
                for p in extended for h in p.hints), "no new op inside a hint loop"
