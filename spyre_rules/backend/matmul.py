@@ -20,13 +20,14 @@ reduction into a Pointwise that stores the pair itself).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch._inductor import ir
 from torch._inductor import lowering as L
 from torch._inductor.virtualized import V
+
+from spyre_rules.backend.lowering_table import lowerings_swapped, register_on_every_overload
 
 __all__ = ["MATMUL_PACKETS", "batchmatmul_lowerings", "lower_batchmatmul"]
 
@@ -117,24 +118,10 @@ def _our_lowerings() -> dict[Any, Any]:
     for packet, fn in ((aten.mm, _mm), (aten.bmm, _bmm), (aten.addmm, _addmm),
                        (aten.baddbmm, _baddbmm),
                        (torch.ops.spyre_rules.batchmatmul, _bmm)):
-        # Inductor's get_overloads skips overloads that already have a lowering, so
-        # list every overload explicitly.
-        targets = [packet, *(getattr(packet, name) for name in packet.overloads())]
-        L.register_lowering(targets, type_promotion_kind=None, lowering_dict=table)(fn)
+        register_on_every_overload(packet, fn, table)
     return table
 
 
-@contextlib.contextmanager
-def batchmatmul_lowerings() -> Iterator[None]:
+def batchmatmul_lowerings() -> contextlib.AbstractContextManager[None]:
     """Swap our matmul lowerings into Inductor's table; restore the originals after."""
-    ours = _our_lowerings()
-    saved = {key: L.lowerings.get(key) for key in ours}
-    L.lowerings.update(ours)
-    try:
-        yield
-    finally:
-        for key, fn in saved.items():
-            if fn is None:
-                L.lowerings.pop(key, None)
-            else:
-                L.lowerings[key] = fn
+    return lowerings_swapped(_our_lowerings())

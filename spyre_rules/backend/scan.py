@@ -21,7 +21,6 @@ the usual reduction tolerances).  Other scans (``cummax``, ``cummin``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -29,6 +28,8 @@ from torch._inductor import ir
 from torch._inductor import lowering as L
 from torch._prims_common import is_integer_dtype
 from torch._inductor.virtualized import ops
+
+from spyre_rules.backend.lowering_table import lowerings_swapped, register_on_every_overload
 
 __all__ = ["scan_lowerings"]
 
@@ -76,23 +77,10 @@ def _masked_scan(reduction_type: str, identity: int) -> Any:
 def _our_lowerings() -> dict[Any, Any]:
     table: dict[Any, Any] = {}
     for packet, (reduction_type, identity) in _SCANS.items():
-        targets = [packet, *(getattr(packet, name) for name in packet.overloads())]
-        L.register_lowering(targets, type_promotion_kind=None, lowering_dict=table)(
-            _masked_scan(reduction_type, identity))
+        register_on_every_overload(packet, _masked_scan(reduction_type, identity), table)
     return table
 
 
-@contextlib.contextmanager
-def scan_lowerings() -> Iterator[None]:
+def scan_lowerings() -> contextlib.AbstractContextManager[None]:
     """Swap our scan lowerings into Inductor's table; restore the originals after."""
-    ours = _our_lowerings()
-    saved = {key: L.lowerings.get(key) for key in ours}
-    L.lowerings.update(ours)
-    try:
-        yield
-    finally:
-        for key, fn in saved.items():
-            if fn is None:
-                L.lowerings.pop(key, None)
-            else:
-                L.lowerings[key] = fn
+    return lowerings_swapped(_our_lowerings())
