@@ -93,6 +93,14 @@ from sympy import sympify  # re-exported: the wrapper source calls it
 
 from spyre_rules.facts.stick_layout import BYTES_IN_STICK, DataFormat
 
+def sticks_in_bytes(device_size: list[Any]) -> int:
+    """Bytes of a device tensor: every device dim but the stick counts sticks."""
+    size = 1
+    for s in device_size[:-1]:
+        size *= int(s)
+    return BYTES_IN_STICK * size
+
+
 __all__ = [
     "DataFormats",
     "IndirectIndex",
@@ -151,10 +159,7 @@ class TensorArg:
 
     @property
     def size_in_bytes(self) -> int:
-        size = 1
-        for s in self.device_size[:-1]:
-            size *= int(s)
-        return BYTES_IN_STICK * size
+        return sticks_in_bytes(self.device_size)
 
 
 @dataclasses.dataclass
@@ -194,10 +199,7 @@ class TensorPlacement:
 
     @property
     def size_in_bytes(self) -> int:
-        size = 1
-        for s in self.device_size[:-1]:
-            size *= int(s)
-        return BYTES_IN_STICK * size
+        return sticks_in_bytes(self.device_size)
 
 
 def iter_op_specs(items: list[Any]) -> Any:
