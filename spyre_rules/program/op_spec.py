@@ -93,6 +93,7 @@ from sympy import sympify  # re-exported: the wrapper source calls it
 
 from spyre_rules.facts.stick_layout import BYTES_IN_STICK, DataFormat
 
+
 def sticks_in_bytes(device_size: list[Any]) -> int:
     """Bytes of a device tensor: every device dim but the stick counts sticks."""
     size = 1
