@@ -79,15 +79,16 @@ def _splits(levels: list[Level]) -> list[tuple[int, bool]]:
     return [(lv.split, lv.is_reduction) for lv in levels]
 
 
-def carry(op: Any, members: list[_Member], loop: list[Level]) -> Carry | None:
+def carry(op: Any, tiled: dict[str, _Member], loop: list[Level]) -> Carry | None:
     """The ``carried`` binding: the loop's split on ``op``'s own output dims.
 
     For each level, every run member ``op`` reads must have its tiled host dim at
     that level read by one output dim of ``op`` (``read_tile_dim``), the same for
     all of them; the dims must be distinct.  None when ``op`` reads no member or
-    any of that fails.  A measurement: which answer to act on is the rules'."""
+    any of that fails.  A measurement: which answer to act on is the rules'.
+    ``tiled``: the run's tiled members by name (looked up per read, not scanned)."""
     reads = facts.read_buffers(op)
-    read = [m for m in _tiled(members) if m.op.get_name() in reads]
+    read = [tiled[name] for name in reads if name in tiled]
     if not read or not loop:
         return None
     levels = []
@@ -108,6 +109,7 @@ class _Grouper:
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
         self.members: list[_Member] = []
+        self.tiled: dict[str, _Member] = {}  # the run's tiled members by name, in run order
         self.groups: list[TileGroup] = []
         self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
@@ -121,8 +123,8 @@ class _Grouper:
     @property
     def loop(self) -> list[Level]:
         """The open run's levels as its first tiled member runs them (empty: no run)."""
-        tiled = _tiled(self.members)
-        return list(tiled[0].levels) if tiled else []  # type: ignore[arg-type]
+        first = next(iter(self.tiled.values()), None)
+        return [] if first is None else list(first.levels)  # type: ignore[arg-type]
 
     def run_value(self) -> Run:
         if self._run is None:
@@ -136,7 +138,10 @@ class _Grouper:
         return self._auto_tiled
 
     def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
-        self.members.append(_Member(op, None if levels is None else list(levels), rule))
+        member = _Member(op, None if levels is None else list(levels), rule)
+        self.members.append(member)
+        if levels is not None:
+            self.tiled[op.get_name()] = member
         self._run = None
 
     def plan_of(self, op: Any) -> Any:
@@ -167,6 +172,7 @@ class _Grouper:
         members = self.members
         if members:
             self.members = []
+            self.tiled = {}
             self._run = None
         # Untiled members after the last tiled one need no loop: they run once, after it.
         while members and members[-1].levels is None:
@@ -183,7 +189,7 @@ class _Grouper:
 
         def carried() -> Carry | None:
             if "carried" not in cells:
-                cells["carried"] = carry(op, self.members, self.loop)
+                cells["carried"] = carry(op, self.tiled, self.loop)
             return cells["carried"]
 
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
@@ -208,7 +214,7 @@ class _Grouper:
                                   "but its reads of the run carry no split onto its dims")
             self.add(op, through.levels, rule.name)
         elif action == "join" and plan() is None:
-            tiled = {m.op.get_name() for m in _tiled(self.members)}
+            tiled = set(self.tiled)
             if not tiled:
                 raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   "but no run is open")
