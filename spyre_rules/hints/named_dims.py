@@ -234,6 +234,28 @@ def _one_dim_per_name(out: list[str | None], red: list[str | None]) -> tuple[Nam
     return tuple(kept[0]), tuple(kept[1])
 
 
+def _region_base(op: Any) -> str | None:
+    """The concatenation whose region ``op`` writes (a NonOwningLayout), if any."""
+    layout = getattr(op, "layout", None)
+    return layout.view.get_name() if isinstance(layout, ir.NonOwningLayout) else None
+
+
+def _concatenation_names(graph: Any, base: str, regions: list[tuple[Any, Names]]) -> Names:
+    """Names of a concatenation's dims, from its regions (docs/layout_model.md §5.10):
+    a dim every region spans whole and names alike; the concatenated dim (each
+    region covers part of it) stays unnamed."""
+    size = _ints(graph.get_buffer(base).get_size()) or []
+    names: list[str | None] = []
+    for d, full in enumerate(size):
+        found: set[str | None] = set()
+        for op, region_names in regions:
+            region_size = _ints(op.get_size()) or []
+            spans_whole = d < len(region_size) and region_size[d] == full
+            found.add(region_names[d] if spans_whole and d < len(region_names) else None)
+        names.append(found.pop() if len(found) == 1 else None)
+    return tuple(names)
+
+
 def _apply_named_dims(op: Any, dims: OpDims, named: Names) -> OpDims:
     declared = declared_tensor_dims()
     sizes = _ints(op.get_size()) or []
@@ -279,11 +301,18 @@ def propagate_named_dims(
     known: dict[str, Names] = {**inputs, **named_buffers}
     result: dict[str, OpDims] = {}
     matched_named: dict[Names, bool] = {}
+    regions: dict[str, list[Any]] = {}
     for op in ops:
         name = op.get_name()
         dims = _op_dims(graph, op, known)
         if name in named_buffers:
             dims = _apply_named_dims(op, dims, named_buffers[name])
+        base = _region_base(op)
+        if base is not None:
+            regions.setdefault(base, []).append((op, dims.out_names))
+            concat_names = _concatenation_names(graph, base, regions[base])
+            if base not in named_buffers and any(n is not None for n in concat_names):
+                known[base] = concat_names
         named = annotations[name].named_dims
         if named is not None:
             fits = len(named) == len(dims.out_names)
