@@ -26,6 +26,7 @@ from spyre_rules.engine import plan_graph
 from spyre_rules.facts import op_facts as facts
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.hints import DimHint
+from spyre_rules.ir.dim_hint import AutomaticDimHint
 
 from helpers import (
     FP16, assert_span_safe, by_name, capture, capture_without_running, span_problems,
@@ -219,10 +220,10 @@ def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
     assert {n: s.rule for n, s in outcome.actions.items()} == {
         "buf1": "new_run", "buf0": "run_tiles_agree"}
     assert hints == {
-        "buf1": [DimHint(["_span_overflow"], 16, d("d0", integer=True, nonnegative=True),
-                         False, 10000, 0)],
-        "buf0": [DimHint(["_span_overflow"], 16, d("d1", integer=True, nonnegative=True),
-                         False, 10000, 1)]}
+        "buf1": [AutomaticDimHint(["_span_overflow"], 16, d("d0", integer=True, nonnegative=True),
+                                  False, 10000, 0)],
+        "buf0": [AutomaticDimHint(["_span_overflow"], 16, d("d1", integer=True, nonnegative=True),
+                                  False, 10000, 1)]}
 
 
 def test_5_granite_lm_head_plans_at_the_real_limit():
