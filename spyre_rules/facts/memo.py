@@ -7,7 +7,8 @@ stick layout, the index expression, the loop ranges and the splits.  A function
 decorated with :func:`structural` is memoised on its (hashable) arguments, so
 the second op with the same access asks sympy and the enumerating verifier
 nothing.  Every argument that can change the answer must be part of the key:
-callers pass :func:`layout_key` of a layout, never the layout object.
+callers pass a layout's values (sizes, strides, offset, stick layout), never the
+layout object (whose hash is constant and whose fields are mutable).
 
 ``clear()`` forgets every memo (``op_facts.clear_cache`` calls it: benchmarks
 that measure cold caches, tests).
@@ -19,7 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["clear", "layout_key", "structural"]
+__all__ = ["clear", "structural"]
 
 _MEMOS: list[Any] = []
 
@@ -31,13 +32,6 @@ def structural(maxsize: int = 8192) -> Callable[[Callable], Callable]:
         _MEMOS.append(cached)
         return cached
     return decorate
-
-
-def layout_key(layout: Any) -> tuple:
-    """Every value of a FixedTiledLayout a measurement reads, as a hashable key
-    (its identity left out: two equal layouts measure alike)."""
-    return (type(layout).__name__, tuple(layout.size), tuple(layout.stride), layout.offset,
-            str(layout.dtype), getattr(layout, "device_layout", None))
 
 
 def clear() -> None:
