@@ -322,3 +322,27 @@ def test_unrolled_reduction_levels_equal_the_compact_program():
     assert [loop_counts(k.specs) for k in unrolled.kernels] == [
         ["acc_init", *["batchmatmul"] * 4, "acc_finalize"] * 2]
     assert torch.equal(unrolled.output, compact.output)
+
+
+def test_a_sum_of_an_auto_tiled_add_shares_its_loop_as_a_reduction_level():
+    """(x + 1).sum(-1) on (4, 65536) fp16 at 8 KiB: the add splits dim 1 by 64; the sum
+    reads that dim by its reduction symbol, so the run's split is its reduction level:
+    one loop of add + accumulating sum."""
+    x = torch.randn(4, 65536, generator=torch.Generator().manual_seed(0)).half()
+    compiled = _auto(lambda t: (t + 1).sum(-1), x)
+    _close(compiled.output, (x + 1).sum(-1))
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [
+        ["acc_init", (64, ["add", "sum"]), "acc_finalize"]]
+    verify_program(compiled)
+
+
+def test_an_argmax_of_an_auto_tiled_add_does_not_share_its_loop(capture):
+    """argmax's partials do not combine: legality refuses the carried reduction split
+    (reduction_combines), so the argmax stays out of the add's loop."""
+    from spyre_rules.hints import group_operations
+
+    ops = capture(lambda t: (t + 1).argmax(-1), torch.randn(4, 65536).half())
+    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
+        outcome = group_operations(ops)
+    assert [[o.get_name() for o in g] for g, _ in outcome.groups] == [["buf0"]]
+    assert outcome.actions["buf1"].rule == "no_plan"
