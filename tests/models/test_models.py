@@ -48,10 +48,10 @@ def test_model_runs_on_the_spyre_program(case):
 #: in a loop of their own before the scores' loop; a norm's reductions close a loop
 #: (their readers start the next).
 HINTED_LAYER_CASES = {
-    ("gpt2", "eager", torch.float32, 2, "name_tensor_dims"): 4,
-    ("llama", "eager", torch.float32, 2, "name_tensor_dims"): None,
+    ("gpt2", "eager", torch.float32, 2, "named_dims"): 4,
+    ("llama", "eager", torch.float32, 2, "name_tensor_dims"): 13,
     ("bert", "eager", torch.float32, 2, "named_dims"): 9,
-    ("llama", "sdpa", torch.float16, 4, "name_tensor_dims"): None,
+    ("gpt2", "sdpa", torch.float16, 4, "named_dims"): 9,
 }
 
 
