@@ -9,17 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_rules.facts.registry import Op, fact
+from spyre_rules.ir.dim_hint import AutomaticDimHint
 
 __all__ = ["AUTO_HINT_DIM_NAMES", "has_user_hints", "is_auto_hint"]
 
-#: ``DimHint.dim_names`` of the hints the automatic planner stamps (spyre_rules.hints.DimHint).
+#: The label (``DimHint.dim_names``) of the hints automatic grouping stamps; only a
+#: label: an automatic hint is told from a user's by its type (``AutomaticDimHint``).
 AUTO_HINT_DIM_NAMES = ("_span_overflow",)
 
 
 def is_auto_hint(hint: Any) -> bool:
     """Whether a DimHint was stamped by automatic span-overflow grouping."""
-    names = getattr(hint, "dim_names", None)
-    return names is not None and tuple(names) == AUTO_HINT_DIM_NAMES
+    return isinstance(hint, AutomaticDimHint)
 
 
 @fact

@@ -4,8 +4,8 @@ The engine decides (``engine.grouping.decide_groups`` returns the groups and one
 ``AutoHint`` per member and level) and writes nothing; this module is the one
 place that writes that decision into the IR, as ``op.dim_hints``, so
 ``coarse_tile`` consumes automatic groups exactly like user hints
-(docs/layout_model.md §5.1).  Synthetic hints carry ``dim_names ==
-AUTO_HINT_DIM_NAMES``, which is how ``has_user_hints`` tells them from a user's.
+(docs/layout_model.md §5.1).  Synthetic hints are ``AutomaticDimHint``s
+(a ``DimHint`` subclass), which is how ``has_user_hints`` tells them from a user's.
 
 * ``apply_automatic_hints(operations, outcome)`` -- stamp the hints of ``outcome``;
 * ``group_operations(operations)`` -- decide, then apply; returns the outcome;
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spyre_rules.facts.hint_kinds import AUTO_HINT_DIM_NAMES
-from spyre_rules.ir.dim_hint import DimHint
+from spyre_rules.ir.dim_hint import AutomaticDimHint
 
 __all__ = ["apply_automatic_hints", "group_operations", "span_overflow_groups"]
 
@@ -29,8 +29,8 @@ def apply_automatic_hints(operations: Sequence[Any], outcome: Any) -> None:
     for op in operations:
         hints = outcome.hints.get(op.get_name())
         if hints is not None:
-            op.dim_hints = [DimHint(list(AUTO_HINT_DIM_NAMES), h.split, h.loop_var, h.is_reduction,
-                                    h.hint_id, h.host_dim) for h in hints]
+            op.dim_hints = [AutomaticDimHint(list(AUTO_HINT_DIM_NAMES), h.split, h.loop_var,
+                                             h.is_reduction, h.hint_id, h.host_dim) for h in hints]
 
 
 def group_operations(operations: Sequence[Any], max_cores: int | None = None,

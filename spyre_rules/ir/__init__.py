@@ -4,7 +4,8 @@
   ``GraphLowering`` (layouts, plan records, kernels, memory map);
 * ``ir_edit``     -- careful edits of frozen IR objects, ``op_description``;
 * ``errors``      -- ``UnsupportedGraph`` and the error-chain helpers;
-* ``dim_hint``    -- ``DimHint``, one loop level stamped on an op (``op.dim_hints``);
+* ``dim_hint``    -- ``DimHint``, one loop level stamped on an op (``op.dim_hints``), and
+  ``AutomaticDimHint``, one the rule engine's grouping decided;
 * ``loop_stamp``  -- ``LoopStamp``, the counted loops coarse tiling stamped on an op;
 * ``op_identity`` -- ``op_name`` / ``op_kind`` / ``ir_class``: how every layer names
   an op and says what kind it is.

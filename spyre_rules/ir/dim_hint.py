@@ -13,15 +13,15 @@ from typing import Any
 
 import sympy
 
-__all__ = ["DimHint"]
+__all__ = ["AutomaticDimHint", "DimHint"]
 
 
 @dataclasses.dataclass(frozen=True)
 class DimHint:
     """One loop level of one op.
 
-    ``dim_names``: the named dim(s) the level splits (``["A"]``; the automatic
-    planner uses ``["_span_overflow"]``).  ``split_count``: the loop trip count
+    ``dim_names``: the named dim(s) the level splits (``["A"]``; an
+    :class:`AutomaticDimHint` is labelled ``["_span_overflow"]``).  ``split_count``: the loop trip count
     (sympy Integer).  ``loop_var``: the op's loop symbol of that dim (None: the
     level does not tile this op).  ``is_reduction``: the dim is a reduction dim.
     ``hint_id``: the level's id, shared by all ops of the level.  ``host_dim``:
@@ -38,3 +38,10 @@ class DimHint:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split_count", sympy.Integer(self.split_count))
+
+
+@dataclasses.dataclass(frozen=True)
+class AutomaticDimHint(DimHint):
+    """A level the rule engine's grouping decided (stamped by ``hints/automatic.py``),
+    not a user's ``spyre_hint``.  The type is what tells the two apart
+    (``facts.hint_kinds.has_user_hints``); ``dim_names`` is only a label here."""

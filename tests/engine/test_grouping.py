@@ -10,6 +10,7 @@ import spyre_rules
 from spyre_rules import Unsupported, config
 from spyre_rules.hints import group_operations
 from spyre_rules.hints import DimHint
+from spyre_rules.ir.dim_hint import AutomaticDimHint
 from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims
 
 from helpers import FP16, assert_span_safe, by_name, capture, without_hints
@@ -81,8 +82,8 @@ def test_synthetic_hints_are_stamped_like_user_hints(chain):
         spyre_rules.span_overflow_groups(chain)
         hints = [op.dim_hints for op in chain]
     (h0,), (h1,) = hints
-    assert h0 == DimHint(["_span_overflow"], 5, sympy.Symbol("d0", integer=True, nonnegative=True),
-                         False, 10000, 1)
+    d0 = sympy.Symbol("d0", integer=True, nonnegative=True)
+    assert h0 == AutomaticDimHint(["_span_overflow"], 5, d0, False, 10000, 1)
     assert h1.hint_id == 10000 and h1.host_dim == 1 and h1.split_count == 5
 
 

@@ -20,6 +20,7 @@ from spyre_rules.facts import op_facts as facts
 from spyre_rules.facts.per_tile import per_tile_layout
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.dim_hint import AutomaticDimHint, DimHint
 from spyre_rules.ir.ir_edit import drop_caches, set_frozen
 
 FP16 = torch.float16
@@ -121,6 +122,20 @@ def test_user_hints_are_read_live(add):
     finally:
         del op.dim_hints
     assert not facts.has_user_hints(op)
+
+
+def test_automatic_hints_are_told_by_their_type_not_their_label(add):
+    """A hint automatic grouping stamped is an ``AutomaticDimHint``; a user's hint
+    counts as a user's whatever its dim is called (even the automatic label)."""
+    (op,) = add
+    d1 = sympy.Symbol("d1")
+    try:
+        op.dim_hints = [AutomaticDimHint(["_span_overflow"], 5, d1, False, 10000, 1)]
+        assert not facts.has_user_hints(op)
+        op.dim_hints = [DimHint(["_span_overflow"], 5, d1, False, 0, 1)]
+        assert facts.has_user_hints(op)
+    finally:
+        del op.dim_hints
 
 
 def test_rank_and_extent(add, keepdim):
