@@ -283,8 +283,10 @@ def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
     its result is the same in every iteration, and inside a loop its whole buffer
     would be read as if it were the tile.  An op with a reduction level ends its
     group: its value is final only after the loop, so the ops after it (readers
-    included) start a new loop.  The loops are independent, so this
-    loop fission keeps the semantics.  Call this before the automatic groups'
+    included) start a new loop.  An op that reads a tiled dim of a member across
+    tiles (``_reads_across_tiles``: attention scores reading every key) starts a
+    new loop too.  A concatenation whose regions are all in the run joins it.
+    The loops are independent, so this loop fission keeps the semantics.  Call this before the automatic groups'
     synthetic ``dim_hints`` are stamped (``hints/automatic.py``).
     """
     groups: list[TileGroup] = []

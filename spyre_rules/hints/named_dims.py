@@ -14,6 +14,12 @@ The rule is deliberately simple and exact (a wrong name would tile the wrong dim
 This covers pointwise ops, broadcasting (a broadcast dim's coordinate is the
 constant 0, so it names nothing), reductions (the reduced symbol names a
 reduction dim) and ``batchmatmul`` (m, n, k are plain symbols of the reads).
+* A name lands on one dim of an op: the outermost output dim carrying it, else
+  the first reduction dim (attention scores ``(.., S_q, S_k)`` are named
+  ``(.., "S", None)``: a sequence hint tiles the queries).
+* A concatenation's buffer takes the names its regions agree on, on the dims
+  every region spans whole.
+
 Anything that is not a plain symbol -- reshapes merging or splitting dims,
 slices with an offset or a step, partial slices (range != size) -- names
 nothing: the dim stays unnamed instead of guessed.

@@ -204,3 +204,25 @@ def test_sdpa_output_is_contiguous_for_a_following_view():
 
     run = run_spyre(f, q, k, v)
     torch.testing.assert_close(run.output, f(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["hand", "sdpa_causal"])
+def test_attention_with_one_sequence_name_tiles_the_queries(kind, fresh_dims):
+    """q, k and v all named "S" (as inside a model, where they come from one hidden
+    state): the query dim keeps the name, every tile reads all keys."""
+    def attention(q, k, v):
+        with spyre_hint(slices={"S": 2}):
+            if kind == "hand":
+                return _hand_attention(q * 2, k * 2, v * 2)
+            return F.scaled_dot_product_attention(q * 2, k * 2, v * 2, is_causal=True)
+
+    q, k, v = _qkv(torch.float32)
+    for n, size in zip("BHSD", (B, H, S, D)):
+        declare_tensor_dim(n, size)
+    for t in (q, k, v):
+        name_tensor_dims(t, list("BHSD"))
+    compiled = run_spyre(attention, q, k, v)
+    torch.testing.assert_close(compiled.output, attention(q, k, v), **TOL[torch.float32])
+    loops = [i for kern in compiled.kernels for i in kern.specs if isinstance(i, LoopSpec)]
+    # k * 2 and v * 2 are read across tiles: the scores and p @ v start later loops
+    assert [loop.count for loop in loops] == [2] * {"hand": 4, "sdpa_causal": 5}[kind]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from spyre_helpers import run_spyre
 
 import spyre_rules
-from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint
+from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
 
 TOL = {torch.float16: dict(atol=2e-2, rtol=2e-2), torch.float32: dict(atol=1e-4, rtol=1e-4)}
 DTYPES = pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
@@ -107,22 +107,42 @@ def test_plan_names_the_concatenation_a_region_writes():
     assert [type(op).__name__ for op in ops] == ["ComputedBuffer", "ComputedBuffer", "ConcatKernel"]
 
 
-def test_a_concatenation_inside_a_tiling_loop_is_refused_by_name():
-    clear_tensor_dims()
-    try:
-        q, cos, sin = _randn((1, 4, 16, 16), (16, 16), (16, 16), dtype=torch.float32)
-        for n, size in zip("BHSD", q.shape):
-            declare_tensor_dim(n, size)
-        name_tensor_dims(q, list("BHSD"))
+@pytest.mark.parametrize("dim", ["H", "S"])
+def test_rotary_embeddings_inside_a_hint_loop_equal_eager(dim, fresh_dims):
+    """The regions write their tiles straight into the concatenation, inside the
+    one loop with the ops that read it (docs/layout_model.md §5.10)."""
+    from spyre_rules.program.op_spec import LoopSpec
 
-        def f(q, cos, sin):
-            with spyre_hint(slices={"H": 2}):
-                return _rotary(q, cos, sin)
+    q, cos, sin = _randn((1, 4, 16, 16), (16, 16), (16, 16), dtype=torch.float32)
+    for n, size in zip("BHSD", q.shape):
+        declare_tensor_dim(n, size)
+    name_tensor_dims(q, list("BHSD"))
 
-        with pytest.raises(Exception, match="writes a region of a concatenation .* not supported"):
-            run_spyre(f, q, cos, sin)
-    finally:
-        clear_tensor_dims()
+    def f(q, cos, sin):
+        with spyre_hint(slices={dim: 2}):
+            return _rotary(q * 2, cos, sin)
+
+    compiled = run_spyre(f, q, cos, sin)
+    torch.testing.assert_close(compiled.output, f(q, cos, sin), **TOL[torch.float32])
+    (kernel,) = compiled.kernels
+    (loop,) = kernel.specs
+    assert isinstance(loop, LoopSpec) and loop.count == 2
+    assert [s.op for s in loop.body] == ["mul", "mul", "neg", "cat", "mul", "add"]
+
+
+def test_a_concatenation_tiled_along_its_concatenated_dim_is_refused_by_name(fresh_dims):
+    declare_tensor_dim("S", 16)
+    x = name_tensor_dims(torch.randn(16, 64), ["S", None])
+
+    def f(x):
+        with spyre_hint(slices={"S": 2}):
+            y = x * 2
+            return torch.cat((y, y * 3), dim=0) + 1
+
+    with pytest.raises(Exception, match=r"writes a region of the concatenation buf2 \(cat, pad\) "
+                       r"that covers 16 of its 32 elements along dim 0: dim 0 is the "
+                       r"concatenated dim"):
+        run_spyre(f, x)
 
 
 def test_span_check_names_the_region_op_and_why_it_is_not_tiled():

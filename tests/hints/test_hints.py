@@ -402,3 +402,59 @@ def test_partial_slices_do_not_carry_names(capture):
     a = named((8, 128), ["A", "B"])
     (op,) = capture(lambda a: a[:, :64] * 2, a)
     assert op.dim_names == ["A", None]
+
+
+def test_name_tensor_dims_inside_compiled_code(capture):
+    declare(S=16)
+
+    def f(x):
+        y = x * 2
+        name_tensor_dims(y, [None, "S", None])  # names y itself: the result may be dropped
+        with spyre_hint(slices={"S": 2}):
+            return y + 1
+
+    mul, add = capture(f, torch.randn(1, 16, 64))[:2]
+    assert mul.dim_names == [None, "S", None]
+    assert not hasattr(mul, "dim_hints")
+    assert [(h.dim_names, h.host_dim, h.split_count) for h in add.dim_hints] == [(["S"], 1, 2)]
+
+
+def test_name_tensor_dims_of_a_view_inside_compiled_code_names_a_copy(capture):
+    declare(S=16)
+
+    def f(x):
+        y = name_tensor_dims(x.transpose(0, 1), ["S", None])
+        with spyre_hint(slices={"S": 2}):
+            return y + 1
+
+    ops = capture(f, torch.randn(64, 16))
+    (add,) = [op for op in ops if getattr(op, "dim_hints", None)]
+    named_copies = [op for op in ops if op is not add and getattr(op, "dim_names", None)]
+    assert [(list(op.get_size()), op.dim_names) for op in named_copies] == [([16, 64], ["S", None])]
+    assert [(h.dim_names, h.host_dim) for h in add.dim_hints] == [(["S"], 0)]
+
+
+def test_attention_scores_keep_the_sequence_name_on_the_query_dim(capture):
+    """q, k and v all carry "S": the scores name only their query dim, p @ v names
+    its rows (not the contracted key dim), and the scores, which read every key,
+    start a loop after the key projection's (loop fission)."""
+    declare(S=16)
+    x = named((16, 64), ["S", None])
+    w = torch.randn(64, 64)
+
+    def f(x, w):
+        with spyre_hint(slices={"S": 2}):
+            k = x @ w
+            scores = x @ k.t()
+            return torch.softmax(scores, -1) @ k
+
+    ops = capture(f, x, w)
+    by_name = {op.get_name(): op for op in ops}
+    k, scores = by_name["buf0"], by_name["buf1"]
+    out = ops[-1]
+    assert (k.dim_names, k.reduction_dim_names) == (["S", None], [None])
+    assert (scores.dim_names, scores.reduction_dim_names) == (["S", None], [None])
+    assert (out.dim_names, out.reduction_dim_names) == (["S", None], [None])
+    groups = summary(ops)
+    assert groups[0] == (["buf0"], [(0, 2, False)])
+    assert groups[1][0][0] == "buf1"

@@ -1,37 +1,48 @@
-"""A manual spyre_hint inside a model's forward: tile the sequence dim of the MLP
-block of one decoder layer.  (The attention block's scores have the sequence
-dim twice -- queries and keys -- so one name cannot say which one to split:
-``HintError: dim 'S' names several dims``.)"""
+"""A manual spyre_hint inside a model's forward: tile the sequence dim of one
+decoder layer (attention and MLP blocks) of a model_zoo model.
+
+The layer's input is named ``[None, "S", None]`` inside the forward, as a user
+would: with ``name_tensor_dims`` on the hidden states, or with
+``spyre_hint(named_dims=...)`` naming every rank-3 tensor the layer creates.
+Attention scores read the sequence dim twice (queries and keys); the name stays
+on the query dim, so the hint tiles the queries and every tile reads all keys
+(the key and value projections run in a loop of their own before the scores).
+"""
 
 from __future__ import annotations
 
 import torch
 
-from spyre_rules.hints import declare_tensor_dim, spyre_hint
+from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
 
 SEQ_DIM = "S"
 
 
-def mlp_block(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
-    """``(module, method)`` computing the MLP block of the first layer of a model_zoo model."""
+def decoder_layer(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    """The first decoder (or encoder) layer of a model_zoo model."""
     if name == "gpt2":
-        return model.h[0].mlp, "forward"
+        return model.h[0]
     if name in ("bert", "roberta"):
-        return model.encoder.layer[0], "feed_forward_chunk"
-    return model.layers[0].mlp, "forward"
+        return model.encoder.layer[0]
+    return model.layers[0]
 
 
-def hint_sequence_dim(module: torch.nn.Module, method: str, seq: int, count: int) -> None:
-    """Run ``module.<method>`` inside ``spyre_hint(slices={"S": count})`` with the
-    (batch, seq, features) tensors it creates named ``[None, "S", None]``: its ops
-    run in a counted loop of ``count`` tiles of the sequence dim."""
+def hint_sequence_dim(layer: torch.nn.Module, seq: int, count: int,
+                      naming: str = "name_tensor_dims") -> None:
+    """Run ``layer.forward`` inside ``spyre_hint(slices={"S": count})`` with its
+    (batch, seq, hidden) input named ``[None, "S", None]`` (``naming``:
+    ``"name_tensor_dims"`` or ``"named_dims"``): its ops run in counted loops of
+    ``count`` tiles of the sequence dim."""
     declare_tensor_dim(SEQ_DIM, seq)
-    forward = getattr(module, method)
+    forward = layer.forward
+    names = [None, SEQ_DIM, None]
 
-    # One positional parameter, like each of the wrapped methods (BERT's chunking
-    # helper checks the signature of feed_forward_chunk).
-    def hinted(hidden_states):
-        with spyre_hint(slices={SEQ_DIM: count}, named_dims=[None, SEQ_DIM, None]):
-            return forward(hidden_states)
+    def hinted(hidden_states, *args, **kwargs):
+        if naming == "named_dims":
+            with spyre_hint(slices={SEQ_DIM: count}, named_dims=names):
+                return forward(hidden_states, *args, **kwargs)
+        hidden_states = name_tensor_dims(hidden_states, names)
+        with spyre_hint(slices={SEQ_DIM: count}):
+            return forward(hidden_states, *args, **kwargs)
 
-    setattr(module, method, hinted)
+    layer.forward = hinted

@@ -1,8 +1,9 @@
 """Transformer models on the Spyre program (fallback='error'): GPT-2, Llama, BERT
 (2 layers, hidden 64, 4 heads, sequence 16), eager and SDPA attention, fp32 and
 fp16 -- equal to eager, every op on the program (no host step), every access in
-bounds and within the span limit; the same with the MLP block of one layer tiled
-on the sequence dim by a manual spyre_hint."""
+bounds and within the span limit; the same with one decoder layer (attention,
+rotary embeddings and MLP) tiled on the sequence dim by a manual spyre_hint inside
+the model's forward."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import model_zoo
-from hinting import hint_sequence_dim, mlp_block
+from hinting import decoder_layer, hint_sequence_dim
 from model_helpers import TOLERANCE, compile_model
 from spyre_rules.program.op_spec import LoopSpec
 
@@ -42,11 +43,25 @@ def test_model_runs_on_the_spyre_program(case):
     _check_on_program(run, dtype)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
-def test_model_with_a_hinted_mlp_block_runs_on_the_spyre_program(name):
-    base = model_zoo.build(name, "sdpa", torch.float32)
-    hint_sequence_dim(*mlp_block(base, name), model_zoo.SEQ, 2)
+#: (model, attention, dtype, tiles, how the layer input is named) -> top-level loops.
+#: Loop fission: the scores read every key, so the key and value projections run
+#: in a loop of their own before the scores' loop; a norm's reductions close a loop
+#: (their readers start the next).
+HINTED_LAYER_CASES = {
+    ("gpt2", "eager", torch.float32, 2, "named_dims"): 4,
+    ("llama", "eager", torch.float32, 2, "name_tensor_dims"): 13,
+    ("bert", "eager", torch.float32, 2, "named_dims"): 9,
+    ("gpt2", "sdpa", torch.float16, 4, "named_dims"): 9,
+}
+
+
+@pytest.mark.parametrize("case", list(HINTED_LAYER_CASES),
+                         ids=lambda c: f"{c[0]}-{c[1]}-{str(c[2])[6:]}-by{c[3]}-{c[4]}")
+def test_model_with_a_hinted_decoder_layer_runs_on_the_spyre_program(case, fresh_dims):
+    name, attn, dtype, count, naming = case
+    base = model_zoo.build(name, attn, dtype)
+    hint_sequence_dim(decoder_layer(base, name), model_zoo.SEQ, count, naming)
     run = compile_model(model_zoo.LastHidden(base), (model_zoo.input_ids(),), fallback="error")
-    _check_on_program(run, torch.float32)
+    _check_on_program(run, dtype)
     loops = [item for k in run.kernels for item in k.specs if isinstance(item, LoopSpec)]
-    assert loops and all(int(loop.count) == 2 for loop in loops)
+    assert [int(loop.count) for loop in loops] == [count] * HINTED_LAYER_CASES[case]
