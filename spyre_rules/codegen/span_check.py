@@ -23,6 +23,15 @@ and is not a span (as ``verify_spans`` ignores it); a coordinate no span fact
 can bound is bounded by its device dim size (an in-bounds coordinate cannot
 leave it; the executor refuses out-of-bounds ones).
 
+*Indirect reads.*  The gathered read of an embedding / index_select / gather
+(a TensorArg carrying an ``IndirectIndex``) is bounded like any access, its
+indirect symbols over the whole dim they index.  The policy leaves such ops to
+the indirect-access path (``rules/planner.rules``: ``indirect_reads``), so an
+overflow of that one access is *deferred*, not enforced: it is reported under
+its own status and warning (:class:`IndirectReadSpanWarning`, also under
+``span_check = "error"``), naming the access as an indirect read.  Every other
+access of the same op (its index read, its write) is checked as usual.
+
 This module measures and reports.  What happens to an overflow is
 ``config.span_check`` (``warn`` / ``error`` / ``off``), applied by the backend
 with :func:`enforce` once every kernel of the graph is generated.
@@ -47,6 +56,7 @@ from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_byt
 
 __all__ = [
     "DimCheck",
+    "IndirectReadSpanWarning",
     "OpCheck",
     "SpanCheckError",
     "SpanOverflowWarning",
@@ -71,6 +81,15 @@ class SpanOverflowWarning(UserWarning):
     """A generated access overflows the span limit (``config.span_check == 'warn'``)."""
 
 
+class IndirectReadSpanWarning(SpanOverflowWarning):
+    """An indirect (gather) read overflows the span limit: deferred to the
+    indirect-access path, reported under ``warn`` and ``error`` alike."""
+
+
+#: ``span_check.status`` of an op whose only overflows are indirect reads.
+DEFERRED_STATUS = "indirect read deferred"
+
+
 @dataclasses.dataclass(frozen=True)
 class DimCheck:
     """The bound of one device dim of one access (a span candidate: it varies)."""
@@ -83,11 +102,19 @@ class DimCheck:
     #: the symbols that move the coordinate, and those of them that are reduction symbols
     symbols: tuple[str, ...]
     reduction_symbols: tuple[str, ...]
+    #: the access's data-dependent symbols: non-empty for an indirect (gather) read
+    indirect_symbols: tuple[str, ...] = ()
+
+    @property
+    def access(self) -> str:
+        if self.indirect_symbols:
+            return "indirect read"
+        return "read" if self.is_input else "write"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "tensor": self.tensor,
-            "access": "read" if self.is_input else "write",
+            "access": self.access,
             "device_dim": self.device_dim,
             "span_bytes": self.span_bytes,
             "exact": self.exact,
@@ -111,17 +138,32 @@ class OpCheck:
 
     @property
     def overflows(self) -> list[DimCheck]:
-        return [d for d in self.dims if d.span_bytes > self.limit]
+        """Accesses over the limit that ``span_check`` enforces (every one but indirect reads)."""
+        return [d for d in self.dims if d.span_bytes > self.limit and not d.indirect_symbols]
+
+    @property
+    def deferred(self) -> list[DimCheck]:
+        """Indirect reads over the limit: left to the indirect-access path (module doc)."""
+        return [d for d in self.dims if d.span_bytes > self.limit and d.indirect_symbols]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, **_summary([self]),
-                "overflows": [d.as_dict() for d in self.overflows]}
+        out = {"kernel": self.kernel, **_summary([self]),
+               "overflows": [d.as_dict() for d in self.overflows]}
+        if self.deferred:
+            out["deferred"] = [d.as_dict() for d in self.deferred]
+        return out
+
+
+def _status(checks: list[OpCheck]) -> str:
+    if any(c.overflows for c in checks):
+        return "overflow"
+    return DEFERRED_STATUS if any(c.deferred for c in checks) else "fits"
 
 
 def _summary(checks: list[OpCheck]) -> dict[str, Any]:
     """Status, largest span and limit of one op's checks (one per kernel it runs in)."""
     return {
-        "status": "overflow" if any(c.overflows for c in checks) else "fits",
+        "status": _status(checks),
         "max_span_bytes": max(c.max_span_bytes for c in checks),
         "limit_bytes": checks[0].limit,
     }
@@ -197,6 +239,7 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]
     reduction = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
     size = [int(s) for s in arg.device_size]
     item = element_bytes(arg.device_dtype)
+    indirect = tuple(str(i.symbol) for i in arg.indirect)
     out = []
     for d, raw in enumerate(arg.device_coordinates[:-1]):
         coord = sympy.sympify(raw)
@@ -215,6 +258,7 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]
             exact=exact,
             symbols=symbols,
             reduction_symbols=tuple(s for s in symbols if s in reduction),
+            indirect_symbols=indirect,
         ))
     return out
 
@@ -269,14 +313,18 @@ def _planner_decision(record: Any, dim: DimCheck) -> str:
 
 def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
                      record: Any) -> str:
-    access = "read of" if dim.is_input else "write of"
     bound = "" if dim.exact else "at most "
-    return (
+    gathered = (f" (gathered through {', '.join(dim.indirect_symbols)})"
+                if dim.indirect_symbols else "")
+    text = (
         f"spyre_rules span check: graph {graph}, kernel {check.kernel}, op {check.op} "
-        f"({check.kind}): {access} tensor {dim.tensor}, device dim {dim.device_dim} spans "
-        f"{bound}{dim.span_bytes} bytes, over the limit of {check.limit} bytes "
-        f"(max_span_bytes); planner decision: {_planner_decision(record, dim)}"
+        f"({check.kind}): {dim.access} of tensor {dim.tensor}{gathered}, device dim "
+        f"{dim.device_dim} spans {bound}{dim.span_bytes} bytes, over the limit of "
+        f"{check.limit} bytes (max_span_bytes); planner decision: {_planner_decision(record, dim)}"
     )
+    if dim.indirect_symbols:
+        text += "; deferred to the indirect-access path (span_check does not enforce indirect reads)"
+    return text
 
 
 def record_results(checks: list[OpCheck], plan: dict[str, Any], mode: str) -> None:
@@ -303,20 +351,30 @@ def enforce(graph: str, checks: list[OpCheck], plan: dict[str, Any],
 
     ``warn``: one ``SpanOverflowWarning`` and one CRITICAL log record per
     overflowing access; ``error``: one ``SpanCheckError`` listing them all;
-    ``off``: nothing.
+    ``off``: nothing.  An overflowing indirect read (``warn`` and ``error``):
+    one ``IndirectReadSpanWarning`` and one WARNING record, before the error.
     """
     if mode == "off":
         return []
+    deferred = [(c, d) for c in checks for d in c.deferred]
     found = [(c, d) for c in checks for d in c.overflows]
     messages = [overflow_message(graph, c, d, plan.get(c.op)) for c, d in found]
+    deferred_messages = [overflow_message(graph, c, d, plan.get(c.op)) for c, d in deferred]
+    for (check, dim), message in zip(deferred, deferred_messages):
+        warnings.warn(message, IndirectReadSpanWarning, stacklevel=2)
+        logger.warning(message, extra={"span_check": _log_fields(graph, check, dim, plan)})
     if mode == "error" and messages:
         raise SpanCheckError("\n".join(messages))
     for (check, dim), message in zip(found, messages):
         warnings.warn(message, SpanOverflowWarning, stacklevel=2)
         # the same facts as fields, for log consumers that do not parse text
-        logger.critical(message, extra={"span_check": {
-            "graph": graph, "kernel": check.kernel, "op": check.op, "tensor": dim.tensor,
-            "device_dim": dim.device_dim, "span_bytes": dim.span_bytes,
-            "limit_bytes": check.limit,
-            "planner_decision": _planner_decision(plan.get(check.op), dim)}})
-    return messages
+        logger.critical(message, extra={"span_check": _log_fields(graph, check, dim, plan)})
+    return deferred_messages + messages
+
+
+def _log_fields(graph: str, check: OpCheck, dim: DimCheck, plan: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "graph": graph, "kernel": check.kernel, "op": check.op, "tensor": dim.tensor,
+        "access": dim.access, "device_dim": dim.device_dim, "span_bytes": dim.span_bytes,
+        "limit_bytes": check.limit,
+        "planner_decision": _planner_decision(plan.get(check.op), dim)}

@@ -20,6 +20,7 @@ from spyre_rules import config  # noqa: E402
 from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.program.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
 from spyre_rules.codegen.span_check import (  # noqa: E402
+    IndirectReadSpanWarning,
     SpanCheckError,
     SpanOverflowWarning,
     check_kernel,
@@ -66,7 +67,8 @@ def test_warn_is_the_default_and_names_everything(tmp_path, caplog):
     records = [r for r in caplog.records if r.name == "spyre_rules.span_check"]
     assert [(r.levelno, r.getMessage()) for r in records] == [(logging.CRITICAL, m) for m in expected]
     assert records[2].span_check == {
-        "graph": "0/0", "kernel": "sdsc_add_0", "op": "buf0", "tensor": "buf0", "device_dim": 0,
+        "graph": "0/0", "kernel": "sdsc_add_0", "op": "buf0", "tensor": "buf0", "access": "write",
+        "device_dim": 0,
         "span_bytes": 40960, "limit_bytes": 8192,
         "planner_decision": "no plan: automatic span-overflow tiling is off "
                             "(config.ignore_span_overflow_hints)"}
@@ -156,6 +158,71 @@ def test_reduction_controlled_span_says_so():
         "planner decision: no plan: no span exceeds the limit; reduction-controlled span: "
         "needs reduction-range tiling"
     ]
+
+
+def _embedding_at(limit, tmp_path, **cfg):
+    """F.embedding(ids (2, 16), w (50, 64) fp32) at ``limit`` under span_check='error'.
+
+    Gathered read of w: device [2, 50, 32]; dim 0 (the two sticks of a row)
+    spans 2 x 50 x 128 = 12800 bytes, dim 1 (ind0 over all 50 rows) 6400; the
+    write (device [16, 2, 2, 32]) spans 8192 bytes on dim 0."""
+    gen = torch.Generator().manual_seed(0)
+    ids, w = torch.randint(0, 50, (2, 16), generator=gen), torch.randn(50, 64, generator=gen)
+    with config.patch(max_span_bytes=limit, span_check="error", dump_dir=str(tmp_path), **cfg):
+        return ids, w, run_spyre(torch.nn.functional.embedding, ids, w)
+
+
+def _gathered_read_message(dim, span, limit):
+    return (
+        "spyre_rules span check: graph 0/0, kernel sdsc_embedding_0, op buf0 (embedding): "
+        f"indirect read of tensor arg1_1 (gathered through ind0), device dim {dim} spans {span} "
+        f"bytes, over the limit of {limit} bytes (max_span_bytes); planner decision: no plan: "
+        "buf0 reads through an indirect index; the indirect-access path owns it; deferred to the "
+        "indirect-access path (span_check does not enforce indirect reads)"
+    )
+
+
+def test_an_indirect_read_is_deferred_to_the_indirect_access_path(tmp_path, caplog):
+    """The gathered read overflows: reported by name as deferred, even under 'error'."""
+    with warnings.catch_warnings(record=True) as caught, \
+            caplog.at_level(logging.WARNING, logger="spyre_rules.span_check"):
+        warnings.simplefilter("always")
+        ids, w, compiled = _embedding_at(8192, tmp_path, ignore_span_overflow_hints=False)
+    assert torch.equal(compiled.output, torch.nn.functional.embedding(ids, w))
+    expected = _gathered_read_message(0, 12800, 8192)
+    assert [(w.category, str(w.message)) for w in caught
+            if issubclass(w.category, SpanOverflowWarning)] == [(IndirectReadSpanWarning, expected)]
+    records = [r for r in caplog.records if r.name == "spyre_rules.span_check"]
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, expected)]
+    assert records[0].span_check["access"] == "indirect read"
+    (record,) = _plan(tmp_path)["ops"]
+    assert record["span_check"] == {
+        "kernel": "sdsc_embedding_0", "status": "indirect read deferred",
+        "max_span_bytes": 12800, "limit_bytes": 8192, "overflows": [],
+        "deferred": [{"tensor": "arg1_1", "access": "indirect read", "device_dim": 0,
+                      "span_bytes": 12800, "exact": True, "symbols": ["c2"]}],
+    }
+
+
+def test_only_the_indirect_read_is_deferred_the_same_ops_write_still_raises(tmp_path):
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(Exception) as info:
+        warnings.simplefilter("always")
+        _embedding_at(4096, tmp_path)
+    error = find_cause(info.value, SpanCheckError)
+    assert error is not None, info.value
+    assert str(error) == (
+        "spyre_rules span check: graph 0/0, kernel sdsc_embedding_0, op buf0 (embedding): write "
+        "of tensor buf0, device dim 0 spans 8192 bytes, over the limit of 4096 bytes "
+        "(max_span_bytes); planner decision: no plan: automatic span-overflow tiling is off "
+        "(config.ignore_span_overflow_hints)"
+    )
+    # both dims of the gathered read are deferred (reported, not raised)
+    deferred = [str(w.message) for w in caught if w.category is IndirectReadSpanWarning]
+    assert [m.split("device dim ")[1][:1] for m in deferred] == ["0", "1"]
+    (record,) = _plan(tmp_path)["ops"]
+    assert record["span_check"]["status"] == "overflow"
+    assert [(d["access"], d["device_dim"]) for d in record["span_check"]["deferred"]] == [
+        ("indirect read", 0), ("indirect read", 1)]
 
 
 # --------------------------------------------------------------------------- unit level
