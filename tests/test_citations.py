@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("spyre_rules", "rules", "tests", "bench")
 SUFFIXES = {".py", ".rules", ".toml", ".md", ".txt", ".lark"}
-DOCS = ("architecture", "inductor_integration", "layout_model", "policy_tests", "rules_language")
+DOCS = tuple(sorted(p.stem for p in (ROOT / "docs").glob("*.md")))  # every doc, so a new one is checked too
 
 #: What a citation of something outside the repository looks like.
 OUTSIDE = [

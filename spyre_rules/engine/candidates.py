@@ -1,8 +1,8 @@
 """The ``candidates`` section: the overflowing spans a plan must answer (docs/rules_language.md §6.2).
 
-Both halves of the section kind: the checker's half is the ``candidates`` row of
-``lang/sections.py`` (``SPECS``; every ``emit`` produces a ``Candidate``); this
-module compiles the generators and runs them.
+The section kind's check is its record ``SPEC`` (``lang/sections/candidates.py``;
+every ``emit`` produces a ``Candidate``); this module compiles the generators and
+runs them.
 
 Each generator is a nest of ``for`` / ``if`` / ``let`` clauses ending in ``emit``;
 it runs on the op untiled for the planner, and again on the per-tile view of a
@@ -16,10 +16,11 @@ from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.engine.compile import EvalError
+from spyre_rules.lang.sections.candidates import SPEC
 from spyre_rules.engine.program import Generator, ItemCompiler
 from spyre_rules.engine.values import Tiling, iteration_order
 
-__all__ = ["CandidatesEvaluation", "compile_candidates", "UNTILED"]
+__all__ = ["SPEC", "CandidatesEvaluation", "compile_candidates", "UNTILED"]
 
 UNTILED = Tiling(())
 

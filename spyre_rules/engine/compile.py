@@ -24,7 +24,7 @@ from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
-from spyre_rules.lang.sections import UNITS
+from spyre_rules.lang.consts import UNITS
 from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Resolution
 from spyre_rules.lang.templates import is_reserved_name
 from spyre_rules.engine.values import iteration_order, render

@@ -1,8 +1,7 @@
 """The ``eligibility`` section: is the op planned at all (docs/rules_language.md §6.1).
 
-Both halves of the section kind: the checker's half is the ``eligibility`` row
-of ``lang/sections.py`` (``SPECS``: ``skip`` / ``reject`` rules over ``op``);
-this module compiles it and runs it.  First match: ``skip`` -> no plan, with
+The section kind's check is its record ``SPEC`` (``lang/sections/eligibility.py``:
+``skip`` / ``reject`` rules over ``op``); this module compiles it and runs it.  First match: ``skip`` -> no plan, with
 the rule's message as the reason; ``reject`` -> Unsupported with its message;
 no rule fires -> the op is planned.
 """
@@ -13,9 +12,10 @@ from typing import Any
 
 from spyre_rules.errors import Unsupported
 from spyre_rules.lang import ast as A
+from spyre_rules.lang.sections.eligibility import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 
-__all__ = ["EligibilityEvaluation", "compile_eligibility"]
+__all__ = ["SPEC", "EligibilityEvaluation", "compile_eligibility"]
 
 
 def compile_eligibility(ic: ItemCompiler, sec: A.Section) -> list[Rule]:

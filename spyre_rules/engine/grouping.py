@@ -1,8 +1,8 @@
 """The ``grouping`` section: ``decide_groups(operations)``, planned ops -> coarse-tile groups.
 
-Both halves of the section kind: the checker's half is the ``grouping`` row of
-``lang/sections.py`` (``SPECS``: the actions and bindings below); this module
-compiles it (:func:`compile_grouping`) and runs it.  The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
+The section kind's check is its record ``SPEC`` (``lang/sections/grouping.py``:
+the actions and bindings below); this module compiles it (:func:`compile_grouping`)
+and runs it.  The semantics of the ``grouping`` section (docs/rules_language.md §6.6,
 docs/layout_model.md §5.1): ops are visited in graph order with at most one open run
 of ops sharing one tile loop; the first rule that fires decides
 ``pass`` / ``join`` / ``conform`` / ``start`` / ``single`` / ``reject``.  Every
@@ -35,12 +35,13 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
+from spyre_rules.lang.sections.grouping import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Carry, Level, Run, Tiling
 from spyre_rules.facts import op_facts as facts
 
-__all__ = ["HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
+__all__ = ["SPEC", "HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
 
 #: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.

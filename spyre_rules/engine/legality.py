@@ -1,8 +1,8 @@
 """The ``legality`` section: which split counts of one host dim are legal (docs/rules_language.md §6.3).
 
-Both halves of the section kind: what it may contain and what the checker
-proves is the ``legality`` row of ``lang/sections.py`` (``SPECS``; guards before
-``splits``, requirements after it: E038); this module compiles it and runs it.
+The section kind's check is its record ``SPEC`` (``lang/sections/legality.py``;
+guards before ``splits``, requirements after it: E038); this module compiles it
+and runs it.
 
 Per (op, dim): the first ``reject`` guard that fires makes the dim untileable
 (``legal_splits`` is ``[]``); otherwise every split count ``k > 1`` of
@@ -18,9 +18,10 @@ from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.engine.compile import BASE, EvalError, Fn
+from spyre_rules.lang.sections.legality import SPEC
 from spyre_rules.engine.program import ItemCompiler, Requirement, Rule
 
-__all__ = ["Legality", "LegalityEvaluation", "compile_legality"]
+__all__ = ["SPEC", "Legality", "LegalityEvaluation", "compile_legality"]
 
 
 @dataclasses.dataclass

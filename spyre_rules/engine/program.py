@@ -139,7 +139,7 @@ _NOT_SEEN = _NotSeen()
 
 
 #: section kind -> the engine module that compiles and runs it (``compile_<kind>``,
-#: ``<Kind>Evaluation``); the checker's half of each kind is ``lang/sections.py`` SPECS.
+#: ``<Kind>Evaluation``) and names its check, the kind's record ``lang/sections/<kind>.py`` ``SPEC``.
 SECTION_MODULES = {
     "eligibility": "spyre_rules.engine.eligibility",
     "candidates": "spyre_rules.engine.candidates",

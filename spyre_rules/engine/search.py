@@ -1,8 +1,8 @@
 """The ``search`` section: the cheapest legal, validated tiling of an op (docs/rules_language.md §6.4).
 
-Both halves of the section kind: the checker's half is the ``search`` row of
-``lang/sections.py`` (``SPECS``, ``BOUNDS``, the ``order`` / ``required`` /
-``cost`` binders and ``exhausted``); this module compiles it and runs it.
+The section kind's check is its record ``SPEC`` (``lang/sections/search.py``:
+``BOUNDS``, the ``order`` / ``required`` / ``cost`` binders and ``exhausted``);
+this module compiles it and runs it.
 
 The candidates' host dims are grouped and ordered by ``order``; a ``reject``
 guard may refuse the op; each dim's legal split counts are capped around its
@@ -20,11 +20,12 @@ from typing import Any
 from spyre_rules.errors import Unsupported
 from spyre_rules.lang import ast as A
 from spyre_rules.engine.compile import EvalError, Fn
+from spyre_rules.lang.sections.search import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import ChunkingInfo, SpanOverflowTileLevel, SpanOverflowTilePlan
 from spyre_rules.engine.values import Combo, DimGroup, Tiling, sort_key
 
-__all__ = ["Search", "SearchEvaluation", "cap_splits", "compile_search"]
+__all__ = ["SPEC", "Search", "SearchEvaluation", "cap_splits", "compile_search"]
 
 
 @dataclasses.dataclass

@@ -1,8 +1,8 @@
 """The ``validation`` section: does one whole tiling work for an op (docs/rules_language.md §6.5).
 
-Both halves of the section kind: the checker's half is the ``validation`` row
-of ``lang/sections.py`` (``SPECS``; a generator's name stands for its candidates
-here only); this module compiles it and runs it.
+The section kind's check is its record ``SPEC`` (``lang/sections/validation.py``;
+a generator's name stands for its candidates here only); this module compiles it
+and runs it.
 
 A tiling is accepted when every ``require`` holds, in order; the first that
 fails is recorded with its message.  ``conforms(op, tiling)`` (a builtin of
@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_rules.lang import ast as A
+from spyre_rules.lang.sections.validation import SPEC
 from spyre_rules.engine.program import ItemCompiler, Requirement
 from spyre_rules.engine.values import Tiling
 
-__all__ = ["ValidationEvaluation", "compile_validation"]
+__all__ = ["SPEC", "ValidationEvaluation", "compile_validation"]
 
 
 def compile_validation(ic: ItemCompiler, sec: A.Section) -> list[Requirement]:

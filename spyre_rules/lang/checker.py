@@ -3,9 +3,11 @@
 Input: parsed files and the prelude's :class:`Vocabulary`.  Output:
 diagnostics, the type of every expression, and for the engine the resolved
 program (``self.resolved``, ``lang/resolved.py``: what every name means, every
-template parsed), so the engine resolves and parses nothing itself.  The rules
-for what a section may contain come from ``sections.py``; the shadowing and
-unreachable-rule analysis lives in ``shadowing.py``.
+template parsed), so the engine resolves and parses nothing itself.  The shared
+items of a section (``let``, decisions, ``require``) are checked here; what a
+section kind may contain and the checks of its own items are that kind's
+record in ``sections/<kind>.py``; the shadowing and unreachable-rule analysis
+lives in ``shadowing.py``.
 
 Narrowing: a value of type ``T?`` may be used as a ``T`` where an ``is known``
 test has proven it: after ``x is known and``, in later filters of the same
@@ -23,10 +25,9 @@ from spyre_rules.lang.prelude import Vocabulary
 from spyre_rules.lang.expressions import ExpressionChecker
 from spyre_rules.lang.resolved import Resolution, names_read
 from spyre_rules.lang.scope import Binding, Scope
-from spyre_rules.lang.sections import (
-    BOUNDS, COST_BINDER, EMIT_TYPE, ITEM_WORD, ORDER_BINDER, REQUIRED_BINDER, REQUIRED_ITEMS,
-    SEARCH_DECISION_BINDINGS, SEARCH_EXHAUSTED_BINDINGS, SECTION_KINDS, SPECS,
-)
+from spyre_rules.lang.scope import where as _where
+from spyre_rules.lang.sections import ITEM_WORD, SECTION_KINDS, SPECS, SectionState
+from spyre_rules.lang.sections.spec import and_list, with_article
 
 
 class ConstInfo:
@@ -39,9 +40,6 @@ class ConstInfo:
         self.state = "new"  # new | checking | done
         self.used = False
         self.ok = False     # type-checked cleanly and evaluated
-
-
-_NO_VALUE = object()
 
 
 class Checker(ExpressionChecker):
@@ -173,59 +171,46 @@ class Checker(ExpressionChecker):
         try:
             return consts.evaluate(e, self._const_value)
         except (consts.NotConstant, consts.ConstError, TypeError, ValueError, OverflowError, RecursionError):
-            return _NO_VALUE
+            return consts.NO_VALUE
 
     # -------------------------------------------------------------- sections
-    def _implicit_scope(self, names: dict[str, str]) -> Scope:
-        sc = Scope()
-        for name, spelling in names.items():
-            sc.names[name] = Binding(name, self.vocab.parse_spelling(spelling), None, "implicit")
-        return sc
-
     def _check_section(self, sec: A.Section) -> None:
+        """The items every kind shares are checked here; a kind's own items, where
+        its items may stand and what it must set, by its record (``sections/<kind>.py``)."""
         kind = sec.kind.name
         spec = SPECS[kind]
         self.kind = kind
-        base = self._implicit_scope(spec.bindings)
-        sc = base.child()
+        state = SectionState(self.extend(Scope(), spec.bindings).child())
+        once = {cls for cls, _ in spec.required_items}
         rule_names: dict[str, A.Ident] = {}
-        seen_items: dict[type, A.Span] = {}
-        bounds: dict[str, A.Ident] = {}
         lets: list[Binding] = []
-        extra: list[Binding] = []
-        splits_seen = False
         for item in sec.items:
             word = ITEM_WORD[type(item)]
             if not isinstance(item, spec.items):
                 allowed = ", ".join(f"`{ITEM_WORD[c]}`" for c in spec.items)
-                self.error("E019", f"{_a(f'`{word}`')} item is not allowed in {_a(f'`{kind}`')} section (allowed: {allowed})",
-                           item.span)
+                self.error("E019", f"{with_article(f'`{word}`')} item is not allowed in "
+                           f"{with_article(f'`{kind}`')} section (allowed: {allowed})", item.span)
                 continue
-            name_ident = getattr(item, "name", None)
             if isinstance(item, (A.Decision, A.Require)):
+                name_ident = item.name
                 prev = rule_names.get(name_ident.name)
                 if prev is not None:
                     self.error("E016", f"rule `{name_ident.name}` is already defined in this section",
                                name_ident.span, f"note: first defined at {_where(prev.span)}")
                 else:
                     rule_names[name_ident.name] = name_ident
-            if isinstance(item, (A.SplitsItem, A.OrderItem, A.RequiredItem, A.CostItem, A.ExhaustedItem)):
-                if type(item) in seen_items:
+            if type(item) in once:
+                if type(item) in state.seen:
                     self.error("E016", f"a second `{word}` item in this section",
-                               item.span, f"note: the first is at {_where(seen_items[type(item)])}")
+                               item.span, f"note: the first is at {_where(state.seen[type(item)])}")
                     continue
-                seen_items[type(item)] = item.span
-            if kind == "legality":
-                if isinstance(item, A.Decision) and splits_seen:
-                    self.error("E038", "`reject` guards of a legality section come before `splits`",
-                               item.action.span)
-                elif isinstance(item, A.Require) and not splits_seen:
-                    self.error("E038", "`require` conditions of a legality section come after `splits`",
-                               item.span)
+                state.seen[type(item)] = item.span
+            if spec.order_check is not None:
+                spec.order_check(self, item, state)
+            sc = state.scope
             if isinstance(item, A.LetItem):
                 t = self.expr(item.value, sc)
-                b = self.bind(sc, item.name, t, "let")
-                lets.append(b)
+                lets.append(self.bind(sc, item.name, t, "let"))
             elif isinstance(item, A.Decision):
                 self._decision(item, sc, spec)
             elif isinstance(item, A.Require):
@@ -236,53 +221,22 @@ class Checker(ExpressionChecker):
                 # later items see the narrowing (in place: a scope per requirement would make
                 # name lookups walk a chain as long as the section)
                 sc.known.update(self.known_when(item.cond, True, sc))
-            elif isinstance(item, A.Generator):
-                self._generator(item, sc)
-            elif isinstance(item, A.SplitsItem):
-                splits_seen = True
-                t = self.expr(item.source, sc)
-                elem = self.iter_elem(t, item.source, "`splits` source")
-                if elem not in (T.INT, T.ERROR, T.ANY):
-                    self.error("E022", f"`splits` enumerates split counts (int), found `{t}`", item.source.span)
-                sc = sc.child()
-                extra.append(self.bind(sc, item.var, T.INT, "splits"))
-            elif isinstance(item, A.BoundItem):
-                self._bound(item, sc, bounds)
-            elif isinstance(item, (A.OrderItem, A.CostItem)):
-                binder = ORDER_BINDER if isinstance(item, A.OrderItem) else COST_BINDER
-                isc = sc.child()
-                b = self.bind(isc, item.var, self.vocab.parse_spelling(binder), "binder")
-                t = self.expr(item.key, isc)
-                what = "an `order` key" if isinstance(item, A.OrderItem) else "a `cost` key"
-                if not T.orderable(t):
-                    self.error("E025", f"{what} must be orderable (int, bool, str, Sym, or a tuple/list of "
-                               f"those), found `{t}`", item.key.span)
-                self.unused([b])
-            elif isinstance(item, A.RequiredItem):
-                isc = sc.child()
-                b = self.bind(isc, item.var, self.vocab.parse_spelling(REQUIRED_BINDER), "binder")
-                t = self.expr(item.value, isc)
-                self.expect(t, T.INT, item.value, "the `required` split count")
-                self.unused([b])
-            elif isinstance(item, A.ExhaustedItem):
-                isc = self._extend(sc, SEARCH_EXHAUSTED_BINDINGS)
-                self.message(item.message, isc)
-        self.unused(lets + extra)
-        missing = [f"`{word}`" for cls, word in REQUIRED_ITEMS.get(kind, ()) if cls not in seen_items]
+            else:
+                spec.item_checks[type(item)](self, item, state)
+        self.unused(lets + state.unused)
+        missing = [f"`{word}`" for cls, word in spec.required_items if cls not in state.seen]
         if missing:
-            what = f"{_list(missing)} items" if len(missing) > 1 else f"{_a(missing[0])} item"
-            self.error("E037", f"{_a(f'`{kind}`')} section needs {what}", sec.kind.span)
-        if kind == "search":
-            unset = [f"`{name}`" for name in BOUNDS if name not in bounds]
-            if unset:
-                self.error("E034", f"the search section does not set bound{'s' if len(unset) > 1 else ''} "
-                           + _list(unset), sec.kind.span)
+            what = f"{and_list(missing)} items" if len(missing) > 1 else f"{with_article(missing[0])} item"
+            self.error("E037", f"{with_article(f'`{kind}`')} section needs {what}", sec.kind.span)
+        if spec.finish is not None:
+            spec.finish(self, sec, state)
         from spyre_rules.lang.shadowing import analyse_section
 
         analyse_section(sec, spec, self)
         self.kind = ""
 
-    def _extend(self, sc: Scope, names: dict[str, str]) -> Scope:
+    def extend(self, sc: Scope, names: dict[str, str]) -> Scope:
+        """A child of ``sc`` that also binds ``names`` (name -> type spelling)."""
         isc = sc.child()
         for name, spelling in names.items():
             isc.names[name] = Binding(name, self.vocab.parse_spelling(spelling), None, "implicit")
@@ -292,9 +246,9 @@ class Checker(ExpressionChecker):
         action = item.action.name
         if action not in spec.actions:
             allowed = ", ".join(f"`{a}`" for a in spec.actions) or "none"
-            self.error("E019", f"`{action}` is not a decision of {_a(f'`{spec.kind}`')} section (allowed: {allowed})",
-                       item.action.span)
-        isc = self._extend(sc, SEARCH_DECISION_BINDINGS) if spec.kind == "search" else sc
+            self.error("E019", f"`{action}` is not a decision of {with_article(f'`{spec.kind}`')} section "
+                       f"(allowed: {allowed})", item.action.span)
+        isc = self.extend(sc, spec.decision_bindings) if spec.decision_bindings else sc
         self._watch(item, item.guard, isc)
         if item.guard is not None:
             self.cond(item.guard, isc, f"the guard of rule `{item.name.name}`")
@@ -314,52 +268,6 @@ class Checker(ExpressionChecker):
         (constants are in the rules, so they are not shown)."""
         found = [(name, sc.lookup(name)) for name in names_read(cond)]
         self.resolved.watch[id(item)] = [(name, b) for name, b in found if b is not None]
-
-    def _generator(self, gen: A.Generator, sc: Scope) -> None:
-        gs = sc.child()
-        made: list[Binding] = []
-        for clause in gen.clauses:
-            if isinstance(clause, A.GenFor):
-                t = self.expr(clause.iter, gs)
-                elem = self.iter_elem(t, clause.iter, "a `for` clause")
-                gs = gs.child()
-                made.append(self.bind(gs, clause.var, elem, "for"))
-            elif isinstance(clause, A.GenIf):
-                self.cond(clause.cond, gs, "an `if` filter")
-                gs = gs.child(self.known_when(clause.cond, True, gs))
-            else:
-                t = self.expr(clause.value, gs)
-                gs = gs.child()
-                made.append(self.bind(gs, clause.name, t, "let"))
-        t = self.expr(gen.emit, gs)
-        want = self.vocab.parse_spelling(EMIT_TYPE)
-        if not T.assignable(t, want):
-            self.error("E022", f"`emit` produces a `{want}`, found `{t}`", gen.emit.span)
-        self.unused(made)
-
-    def _bound(self, item: A.BoundItem, sc: Scope, seen: dict[str, A.Ident]) -> None:
-        name = item.name.name
-        if name not in BOUNDS:
-            self.error("E034", f"unknown search bound `{name}` (bounds: {', '.join(BOUNDS)})", item.name.span,
-                       self.suggest(name, BOUNDS))
-        elif name in seen:
-            self.error("E016", f"bound `{name}` is already set", item.name.span,
-                       f"note: first set at {_where(seen[name].span)}")
-            return
-        else:
-            seen[name] = item.name
-        before = len(self.diags)
-        t = self.expr(item.value, sc)
-        if len(self.diags) > before:
-            return
-        value = self.const_fold(item.value)
-        if value is _NO_VALUE:
-            self.error("E033", f"bound `{name}` must be a constant positive integer (literals and constants only)",
-                       item.value.span)
-        elif t != T.INT or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            self.error("E033", f"bound `{name}` must be a positive integer, found {_show(value)}", item.value.span)
-        else:
-            self.resolved.bounds[name] = value
 
     # --------------------------------------------------------------- bindings
     def bind(self, sc: Scope, ident: A.Ident, t: T.Type, kind: str) -> Binding:
@@ -384,28 +292,3 @@ class Checker(ExpressionChecker):
                 what = {"let": "let binding", "for": "loop variable", "splits": "split variable",
                         "binder": "binder"}[b.kind]
                 self.error("W002", f"{what} `{b.name}` is never used", b.span)
-
-
-
-def _list(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def _a(word: str) -> str:
-    """`word` with its indefinite article ("an `order`", "a `search`")."""
-    return ("an " if word.strip("`")[:1] in "aeiou" else "a ") + word
-
-
-def _where(span: A.Span | None) -> str:
-    return f"{span.file}:{span.line}:{span.col}" if span else "?"
-
-
-def _show(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value[:60]}..."' if len(value) > 60 else f'"{value}"'
-    if isinstance(value, int):
-        return consts.int_text(value)
-    text = repr(value)
-    return text[:60] + "..." if len(text) > 60 else text

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from spyre_rules.lang import ast as A
-from spyre_rules.lang.sections import UNITS
 
 
 class NotConstant(Exception):
@@ -33,6 +32,10 @@ class ConstError(Exception):
         self.span = span
         self.code = code
 
+
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+NO_VALUE = object()  # what the checker's const_fold returns for an expression that is not constant
 
 MAX_INT_BITS = 63  # |value| < 2**63
 INT_LIMIT_TEXT = "2**63 - 1"
@@ -50,6 +53,18 @@ def int_text(value: int) -> str:
         return str(value)
     digits = int(value.bit_length() * 0.30103) + 1
     return f"{'-' if value < 0 else ''}(an integer of about {digits} digits)"
+
+
+def show_value(value: Any) -> str:
+    """A constant's value as a message shows it (long ones clipped)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value[:60]}..."' if len(value) > 60 else f'"{value}"'
+    if isinstance(value, int):
+        return int_text(value)
+    text = repr(value)
+    return text[:60] + "..." if len(text) > 60 else text
 
 
 def _checked(value: Any, e: A.Expr) -> Any:

@@ -15,9 +15,14 @@ from spyre_rules.lang import types as T
 from spyre_rules.lang.builtins import BUILTINS, SAME_LIST, Builtin, Params
 from spyre_rules.lang.scope import MAX_DEPTH, Scope
 from spyre_rules.lang.scope import where as _where
-from spyre_rules.lang.sections import EMIT_TYPE, UNITS
+from spyre_rules.lang.consts import UNITS
+from spyre_rules.lang.sections.spec import EMIT_TYPE
 from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Template
 from spyre_rules.lang.templates import is_reserved_name, parse_template_pieces, unescape
+
+#: AST node class -> its ``ExpressionChecker.x_<Class>`` method, looked up once per class
+#: (building the name and looking it up for every node showed in the profile of `check`).
+_CHECK_OF: dict[type, object] = {}
 
 
 class ExpressionChecker:
@@ -82,8 +87,11 @@ class ExpressionChecker:
                            e.span)
             return T.ERROR
         self.depth += 1
+        check = _CHECK_OF.get(type(e))
+        if check is None:
+            check = _CHECK_OF[type(e)] = getattr(ExpressionChecker, "x_" + type(e).__name__)
         try:
-            t = getattr(self, "x_" + type(e).__name__)(e, sc)
+            t = check(self, e, sc)
         finally:
             self.depth -= 1
         if isinstance(t, T.OptT):

@@ -23,6 +23,7 @@ from spyre_rules.lang.ast import Span, Str
 
 _PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _ESCAPES = {"n": "\n", "t": "\t"}
+_SPECIAL = re.compile(r"[\\{}]")  # the characters split_template acts on
 
 
 def is_reserved_name(name: str) -> bool:
@@ -73,6 +74,14 @@ def split_template(raw: str) -> tuple[list[str | Placeholder], list[TemplateErro
     # next `{` / `}` after the current position, found once each (not per brace: linear)
     next_open = next_close = -2
     while i < n:
+        # copy the literal run up to the next backslash or brace in one slice
+        m = _SPECIAL.search(raw, i)
+        if m is None:
+            buf.append(raw[i:])
+            break
+        if m.start() > i:
+            buf.append(raw[i:m.start()])
+            i = m.start()
         ch = raw[i]
         if ch == "\\" and i + 1 < n:
             if raw[i + 1] in "{}":

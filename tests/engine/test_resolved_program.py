@@ -105,19 +105,24 @@ def test_names_resolve_to_the_checkers_bindings_and_slots():
 
 def test_each_section_kind_is_compiled_and_run_by_one_module():
     """One engine module per section kind holds its compilation and its evaluation,
-    and names the checker's half of the kind (its SPECS row)."""
+    and imports the kind's check (its record ``lang/sections/<kind>.py`` SPEC); that
+    record's module names the engine module back: one hop either way."""
     import importlib
 
     from spyre_rules.engine.planner import Evaluator
     from spyre_rules.engine.program import SECTION_MODULES
-    from spyre_rules.lang.sections import SECTION_KINDS
+    from spyre_rules.lang.sections import SECTION_KINDS, SPECS
 
     assert tuple(SECTION_MODULES) == SECTION_KINDS
     for kind, name in SECTION_MODULES.items():
         module = importlib.import_module(name)
+        assert name == f"spyre_rules.engine.{kind}"
         assert callable(getattr(module, f"compile_{kind}")), kind
-        assert f"``{kind}`` row of\n``lang/sections.py``" in module.__doc__ or \
-            f"``{kind}`` row of ``lang/sections.py``" in module.__doc__.replace("\n", " "), kind
+        assert module.SPEC is SPECS[kind] and SPECS[kind].kind == kind
+        assert f"``lang/sections/{kind}.py``" in module.__doc__.replace("\n", " "), kind
+        check = importlib.import_module(f"spyre_rules.lang.sections.{kind}")
+        assert check.SPEC is SPECS[kind]
+        assert f"``spyre_rules/engine/{kind}.py``" in check.__doc__, kind
         evaluation = getattr(module, f"{kind.capitalize()}Evaluation", None)
         if kind != "grouping":  # grouping runs over a graph, not inside the per-op planner
             assert evaluation is not None and issubclass(Evaluator, evaluation), kind

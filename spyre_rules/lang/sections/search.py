@@ -1,0 +1,92 @@
+"""The ``search`` section, checker's half: its bounds, the ``order`` / ``required`` / ``cost``
+binders, ``reject`` guards (which also see ``dims``) and the ``exhausted`` message.
+
+Its evaluation: ``spyre_rules/engine/search.py`` (docs/rules_language.md §6.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyre_rules.lang import ast as A
+from spyre_rules.lang import consts
+from spyre_rules.lang import types as T
+from spyre_rules.lang.scope import where
+from spyre_rules.lang.sections.spec import SectionSpec, SectionState, and_list
+# The knobs of the search algorithm (each must be a positive integer constant).
+BOUNDS = ("max_splits_per_dim", "max_combos", "keep_smallest_splits", "split_window_radius")
+
+DECISION_BINDINGS = {"dims": "list[int]"}
+EXHAUSTED_BINDINGS = {"dims": "list[int]", "tried": "int"}
+ORDER_BINDER = "DimGroup"
+REQUIRED_BINDER = "DimGroup"
+COST_BINDER = "Combo"
+
+
+def check_bound(checker: Any, item: A.BoundItem, state: SectionState) -> None:
+    name = item.name.name
+    seen = state.names
+    if name not in BOUNDS:
+        checker.error("E034", f"unknown search bound `{name}` (bounds: {', '.join(BOUNDS)})", item.name.span,
+                      checker.suggest(name, BOUNDS))
+    elif name in seen:
+        checker.error("E016", f"bound `{name}` is already set", item.name.span,
+                      f"note: first set at {where(seen[name].span)}")
+        return
+    else:
+        seen[name] = item.name
+    before = len(checker.diags)
+    t = checker.expr(item.value, state.scope)
+    if len(checker.diags) > before:
+        return
+    value = checker.const_fold(item.value)
+    if value is consts.NO_VALUE:
+        checker.error("E033", f"bound `{name}` must be a constant positive integer (literals and constants only)",
+                      item.value.span)
+    elif t != T.INT or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        checker.error("E033", f"bound `{name}` must be a positive integer, found {consts.show_value(value)}",
+                      item.value.span)
+    else:
+        checker.resolved.bounds[name] = value
+
+
+def check_key(checker: Any, item: A.OrderItem | A.CostItem, state: SectionState) -> None:
+    binder = ORDER_BINDER if isinstance(item, A.OrderItem) else COST_BINDER
+    isc = state.scope.child()
+    b = checker.bind(isc, item.var, checker.vocab.parse_spelling(binder), "binder")
+    t = checker.expr(item.key, isc)
+    what = "an `order` key" if isinstance(item, A.OrderItem) else "a `cost` key"
+    if not T.orderable(t):
+        checker.error("E025", f"{what} must be orderable (int, bool, str, Sym, or a tuple/list of "
+                      f"those), found `{t}`", item.key.span)
+    checker.unused([b])
+
+
+def check_required(checker: Any, item: A.RequiredItem, state: SectionState) -> None:
+    isc = state.scope.child()
+    b = checker.bind(isc, item.var, checker.vocab.parse_spelling(REQUIRED_BINDER), "binder")
+    t = checker.expr(item.value, isc)
+    checker.expect(t, T.INT, item.value, "the `required` split count")
+    checker.unused([b])
+
+
+def check_exhausted(checker: Any, item: A.ExhaustedItem, state: SectionState) -> None:
+    checker.message(item.message, checker.extend(state.scope, EXHAUSTED_BINDINGS))
+
+
+def check_bounds_set(checker: Any, sec: A.Section, state: SectionState) -> None:
+    unset = [f"`{name}`" for name in BOUNDS if name not in state.names]
+    if unset:
+        checker.error("E034", f"the search section does not set bound{'s' if len(unset) > 1 else ''} "
+                      + and_list(unset), sec.kind.span)
+
+
+SPEC = SectionSpec(
+    "search", (A.LetItem, A.Decision, A.BoundItem, A.OrderItem, A.RequiredItem, A.CostItem,
+               A.ExhaustedItem), ("reject",), {"op": "Op"}, first_match=True,
+    item_checks={A.BoundItem: check_bound, A.OrderItem: check_key, A.CostItem: check_key,
+                 A.RequiredItem: check_required, A.ExhaustedItem: check_exhausted},
+    required_items=((A.OrderItem, "order"), (A.RequiredItem, "required"), (A.CostItem, "cost"),
+                    (A.ExhaustedItem, "exhausted")),
+    decision_bindings=DECISION_BINDINGS,
+    finish=check_bounds_set)
