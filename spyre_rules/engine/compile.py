@@ -334,7 +334,16 @@ def read_field(value: Any, name: str, span: A.Span) -> Any:
     """Field ``name`` of a record value.  Only declared record fields are read
     (records are dataclasses; the checker proved the field is declared): never
     an arbitrary Python attribute of a live object."""
-    fields = getattr(type(value), "__dataclass_fields__", None)
-    if fields is None or name not in fields or is_reserved_name(name):
+    kind = type(value)
+    readable = _READABLE.get((kind, name))
+    if readable is None:
+        fields = getattr(kind, "__dataclass_fields__", None)
+        readable = _READABLE[(kind, name)] = (
+            fields is not None and name in fields and not is_reserved_name(name))
+    if not readable:
         raise EvalError(f"`.{name}` of a value that is not a record with that field", span)
     return getattr(value, name)
+
+
+#: (type, field name) -> whether ``read_field`` may read it (a type's fields never change).
+_READABLE: dict[tuple[type, str], bool] = {}

@@ -75,28 +75,38 @@ def _tiling(levels: list[Level]) -> Tiling:
     return Tiling.of((lv.host_dim, lv.split) for lv in levels)
 
 
-def _splits(levels: list[Level]) -> list[tuple[int, bool]]:
-    return [(lv.split, lv.is_reduction) for lv in levels]
+def _splits(levels: list[Level]) -> list[int]:
+    """The loop's split counts (whether a level tiles a member's output or
+    reduction dim is the member's own)."""
+    return [lv.split for lv in levels]
 
 
-def carry(op: Any, members: list[_Member], loop: list[Level]) -> Carry | None:
+def carry(op: Any, tiled: dict[str, _Member], loop: list[Level]) -> Carry | None:
     """The ``carried`` binding: the loop's split on ``op``'s own output dims.
 
     For each level, every run member ``op`` reads must have its tiled host dim at
-    that level read by one output dim of ``op`` (``read_tile_dim``), the same for
-    all of them; the dims must be distinct.  None when ``op`` reads no member or
-    any of that fails.  A measurement: which answer to act on is the rules'."""
+    that level read by one split dim of ``op`` (``read_tile_dim``), the same for
+    all of them; the dims must be distinct.  A split dim past ``op``'s output dims
+    is a reduction dim: that level is a reduction level of ``op`` (accumulated
+    across tiles), and a reduction level must be inside every output level
+    (codegen's loop order).  None when ``op`` reads no member or any of that
+    fails.  A measurement: which answer to act on is the rules'.
+    ``tiled``: the run's tiled members by name (looked up per read, not scanned)."""
     reads = facts.read_buffers(op)
-    read = [m for m in _tiled(members) if m.op.get_name() in reads]
+    read = [tiled[name] for name in reads if name in tiled]
     if not read or not loop:
         return None
+    rank = facts.rank(op)
     levels = []
     for i, level in enumerate(loop):
         dims = {facts.read_tile_dim(op, m.op.get_name(), m.levels[i].host_dim)  # type: ignore[index]
                 for m in read}
         if len(dims) != 1 or None in dims:
             return None
-        levels.append(Level(dims.pop(), level.split, level.is_reduction))
+        dim = dims.pop()
+        if dim < rank and levels and levels[-1].is_reduction:
+            return None  # an output level inside a reduction level
+        levels.append(Level(dim, level.split, dim >= rank))
     if len({lv.host_dim for lv in levels}) != len(levels):
         return None
     return Carry(levels, _tiling(levels), frozenset(m.op.get_name() for m in read))
@@ -108,6 +118,7 @@ class _Grouper:
         self.hinted = hinted
         self.auto_tiled: set[str] = set()
         self.members: list[_Member] = []
+        self.tiled: dict[str, _Member] = {}  # the run's tiled members by name, in run order
         self.groups: list[TileGroup] = []
         self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
@@ -121,8 +132,8 @@ class _Grouper:
     @property
     def loop(self) -> list[Level]:
         """The open run's levels as its first tiled member runs them (empty: no run)."""
-        tiled = _tiled(self.members)
-        return list(tiled[0].levels) if tiled else []  # type: ignore[arg-type]
+        first = next(iter(self.tiled.values()), None)
+        return [] if first is None else list(first.levels)  # type: ignore[arg-type]
 
     def run_value(self) -> Run:
         if self._run is None:
@@ -136,7 +147,10 @@ class _Grouper:
         return self._auto_tiled
 
     def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
-        self.members.append(_Member(op, None if levels is None else list(levels), rule))
+        member = _Member(op, None if levels is None else list(levels), rule)
+        self.members.append(member)
+        if levels is not None:
+            self.tiled[op.get_name()] = member
         self._run = None
 
     def plan_of(self, op: Any) -> Any:
@@ -159,14 +173,19 @@ class _Grouper:
             self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
             self.auto_tiled.add(m.op.get_name())
         self._auto_tiled = None
+        # A level is a reduction level when it tiles a reduction dim of any member
+        # (as for user hints: hints/assign.py).
+        reduction = [any(m.levels[i].is_reduction for m in _tiled(members))  # type: ignore[index]
+                     for i in range(len(shared))]
         self.groups.append(TileGroup([m.op for m in members],
-                                     [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
-                                      for i, lv in zip(ids, shared)]))
+                                     [GroupLevel(i, sympy.Integer(lv.split), red)
+                                      for i, lv, red in zip(ids, shared, reduction)]))
 
     def close_run(self) -> None:
         members = self.members
         if members:
             self.members = []
+            self.tiled = {}
             self._run = None
         # Untiled members after the last tiled one need no loop: they run once, after it.
         while members and members[-1].levels is None:
@@ -183,7 +202,7 @@ class _Grouper:
 
         def carried() -> Carry | None:
             if "carried" not in cells:
-                cells["carried"] = carry(op, self.members, self.loop)
+                cells["carried"] = carry(op, self.tiled, self.loop)
             return cells["carried"]
 
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
@@ -208,7 +227,7 @@ class _Grouper:
                                   "but its reads of the run carry no split onto its dims")
             self.add(op, through.levels, rule.name)
         elif action == "join" and plan() is None:
-            tiled = {m.op.get_name() for m in _tiled(self.members)}
+            tiled = set(self.tiled)
             if not tiled:
                 raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   "but no run is open")

@@ -32,6 +32,8 @@ from typing import Any
 
 import sympy
 
+from spyre_rules.facts.memo import structural
+
 __all__ = ["plan_problems"]
 
 # Work bounds of the verifier, not policy (the veto is independent of rules/ by design):
@@ -71,9 +73,21 @@ def _shift_invariant(coord, sym, step: int) -> bool:
 def _check(what: str, device_size, coords, ranges: dict, itemsize: int, limit: int,
            steps: dict) -> list[str]:
     """Problems of one access: every non-stick coordinate, every tile, within ``limit``.
-    ``steps``: tiled symbol -> (per-tile range, number of tiles)."""
-    problems = []
-    device_size = [int(s) for s in device_size]
+    ``steps``: tiled symbol -> (per-tile range, number of tiles).
+
+    A pure function of its values, memoised on them: ops that perform the same
+    access (same coordinates, ranges and device size) are measured once."""
+    found = _check_values(tuple(int(s) for s in device_size), tuple(sympy.sympify(c) for c in coords),
+                          tuple(ranges.items()), int(itemsize), int(limit), tuple(steps.items()))
+    return [f"{what}: {problem}" for problem in found]
+
+
+@structural()
+def _check_values(device_size: tuple, coords: tuple, range_items: tuple, itemsize: int,
+                  limit: int, step_items: tuple) -> tuple[str, ...]:
+    """``_check``'s problems without the access's name in front."""
+    problems: list[str] = []
+    ranges, steps = dict(range_items), dict(step_items)
     for d, coord in enumerate(coords[:-1]):
         coord = sympy.sympify(coord)
         syms = sorted((s for s in coord.free_symbols if s in ranges), key=str)
@@ -93,14 +107,14 @@ def _check(what: str, device_size, coords, ranges: dict, itemsize: int, limit: i
             span = _measure(device_size, shifted, d, rng, itemsize)
             if span is not None and span <= limit:
                 continue
-            where = f"{what}: device dim {d} ({coord})" + (f" tile {tiles}" if tiles else "")
+            where = f"device dim {d} ({coord})" + (f" tile {tiles}" if tiles else "")
             if span is None:
                 problems.append(f"{where}: its span cannot be measured")
                 break
             if span > limit:
                 problems.append(f"{where} spans {span} bytes > {limit}")
                 break
-    return problems
+    return tuple(problems)
 
 
 def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:

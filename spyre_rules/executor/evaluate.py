@@ -196,24 +196,53 @@ def _blocks(ranges: list[int], budget: int) -> Iterator[list[tuple[int, int]]]:
 
 class _Space:
     """One chunk of the iteration space: an int64 grid per symbol (``env``, each
-    varying along its own axis of a ``rank``-dim chunk; single-index axes become
-    plain ints) and the same as ranges (``box``) for the structured views."""
+    varying along its own axes of a ``rank``-dim chunk; single-index axes become
+    plain ints) and the same as ranges (``box``) for the structured views.
+
+    A symbol in ``splits`` whose block is whole runs of its ``k`` takes two axes
+    ``(q, r)``, ``c = start + q*k + r``: then a stick-split access is one strided view
+    in the chunk's own shape, read and computed on without a copy."""
 
     def __init__(self, rank: int, parent: _Space | None = None) -> None:
         self.rank = rank
         self.env: dict[str, Any] = dict(parent.env) if parent else {}
         self.box: views.Box = dict(parent.box) if parent else {}
+        self.shape: list[int] = list(parent.shape) if parent else []
 
-    def add(self, names: list[str], block: list[tuple[int, int]], first_axis: int) -> _Space:
-        for i, (name, (a, b)) in enumerate(zip(names, block)):
+    @staticmethod
+    def dims(names: list[str], block: list[tuple[int, int]], splits: dict[str, int]) -> list[int]:
+        """The chunk's axis sizes for ``block`` (a split symbol gives two)."""
+        out: list[int] = []
+        for name, (a, b) in zip(names, block):
+            k = splits.get(name, 1)
+            out += [(b - a) // k, k] if _split(k, a, b) else [b - a]
+        return out
+
+    def add(self, names: list[str], block: list[tuple[int, int]],
+            splits: dict[str, int] | None = None) -> _Space:
+        splits = splits or {}
+        for name, (a, b) in zip(names, block):
+            axis = len(self.shape)
+            k = splits.get(name, 1)
             if b - a == 1:
                 self.env[name] = self.box[name] = a
+                self.shape.append(1)
                 continue
             shape = [1] * self.rank
-            shape[first_axis + i] = b - a
+            if _split(k, a, b):
+                shape[axis], shape[axis + 1] = (b - a) // k, k
+                self.box[name] = (axis, a, b, k)
+                self.shape += [(b - a) // k, k]
+            else:
+                shape[axis] = b - a
+                self.box[name] = (axis, a, b)
+                self.shape.append(b - a)
             self.env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
-            self.box[name] = (first_axis + i, a, b)
         return self
+
+
+def _split(k: int, a: int, b: int) -> bool:
+    return k > 1 and a % k == 0 and (b - a) % k == 0 and b - a > k
 
 
 def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | None:
@@ -263,6 +292,7 @@ class _Program:
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
         self._cacheable = self._loads_to_cache()
+        self.splits = self._splits()
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
 
     def _loads_to_cache(self) -> set[int]:
@@ -279,6 +309,22 @@ class _Program:
                 safe.add(i)
         return safe
 
+    def _splits(self) -> dict[str, int]:
+        """Output symbols every structured access splits into the same stick runs ``k``
+        (floor/Mod by k, or linear): the chunk gives them two axes (``_Space``).  None
+        for indirect access (its error messages name points by single axes)."""
+        if any(a.arg.indirect for a in self.accesses) or any(
+                e["op"] == "indirect_index" for e in self.program):
+            return {}
+        splits = {}
+        for name, size in self.out:
+            ks = {a.structure.ks[name] for a in self.accesses
+                  if a.structure is not None and name in a.structure.symbols}
+            ks.discard(1)
+            if len(ks) == 1 and size % (k := ks.pop()) == 0:
+                splits[name] = k
+        return splits
+
     def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
         active = _active_mask(entry, values)
@@ -291,7 +337,13 @@ class _Program:
             if hit is not None and hit[0] == key:
                 return hit[1]
         plan = access.view_plan(space.box, space.rank)
-        if plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
+        direct = None
+        if plan is not None and self.reduction is None and storage == dtypes.compute_dtype(host):
+            # pointwise only: reductions sum contiguous chunks (their order sets the bits)
+            direct = views.direct_view(access.memory.view(storage), plan)
+        if direct is not None:
+            value = direct
+        elif plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
             # storage -> host -> compute form is an exact widening (or none): one pass
             value = views.copy_in(access.memory.view(storage), plan, dtypes.compute_dtype(host))
         else:
@@ -403,7 +455,7 @@ class _Program:
         points = math.prod(out_shape)
         acc = None
         for block in _blocks(ranges, max(1, budget // max(points, 1))):
-            space = _Space(rank, out).add(names, block, len(out_shape))
+            space = _Space(rank, out).add(names, block)
             values = self._eval(space, stop=self.reduction_at)
             shape = [*out_shape, *(b - a for a, b in block)]
             offset = sum(a * math.prod(ranges[i + 1:]) for i, (a, _) in enumerate(block))
@@ -420,8 +472,8 @@ class _Program:
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
         for block in _blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
-            shape = [b - a for a, b in block]
-            space = _Space(len(shape)).add(names, block, 0)
+            shape = _Space.dims(names, block, self.splits)
+            space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
                 values = self._eval(space)
             else:
@@ -429,7 +481,8 @@ class _Program:
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
                 rank = len(shape) + len(self.red)
-                reduced = self._reduce(_Space(rank).add(names, block, 0), shape, CHUNK_ELEMENTS)
+                reduced = self._reduce(_Space(rank).add(names, block, self.splits), shape,
+                                       CHUNK_ELEMENTS)
                 values = [None] * self.reduction_at + [reduced]
                 values = self._eval(space, start=self.reduction_at + 1, values=values)
             value = torch.as_tensor(values[self.store["value"]]).expand(shape)

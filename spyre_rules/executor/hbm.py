@@ -53,6 +53,8 @@ class DeviceMemory:
         return flat.view(elements.shape)
 
     def write(self, elements: torch.Tensor, values: torch.Tensor) -> None:
+        if values.untyped_storage().data_ptr() == self._bytes.untyped_storage().data_ptr():
+            values = values.clone()  # a load's view of this memory: read it all first
         self._view(values.dtype).index_copy_(0, elements.reshape(-1), values.reshape(-1))
 
     def read_bytes(self, address: int, size: int) -> torch.Tensor:

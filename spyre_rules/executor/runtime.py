@@ -181,6 +181,10 @@ def read_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Ten
     plan = None
     if p.address % width == 0 and p.address + p.size_in_bytes <= memory.total_bytes:
         plan = structured(_layout(p), p.host_size, p.host_stride, p.address // width)
+    if plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
+        # an exact conversion (or none): read straight into the caller's tensor
+        views.copy_into(memory.view(storage), plan, tensor.view(plan.shape))
+        return
     if plan is not None:
         raw = views.copy_in(memory.view(storage), plan)
         tensor.copy_(dtypes.from_storage(raw, host).reshape(tuple(p.host_size)))

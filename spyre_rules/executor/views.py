@@ -30,12 +30,15 @@ import torch
 
 from spyre_rules.facts.coordinates import to_plain_sympy
 
-__all__ = ["FORCE_GENERAL", "Box", "Plan", "Structure", "analyse", "copy_in", "copy_out", "plan"]
+__all__ = ["FORCE_GENERAL", "Box", "Plan", "Structure", "analyse", "copy_in", "copy_into", "copy_out",
+           "direct_view", "plan"]
 
 #: Take the general gather/scatter path for every access (tests compare both paths).
 FORCE_GENERAL = False
 
-#: Symbol name -> ``(axis, start, stop)`` of a ranged symbol, or its single index.
+#: Symbol name -> ``(axis, start, stop)`` of a ranged symbol, ``(axis, start, stop, k)`` of
+#: a symbol split over axes ``axis`` and ``axis + 1`` (``c = start + q*k + r``), or its
+#: single index.
 Box = dict[str, Any]
 
 
@@ -204,6 +207,25 @@ class Plan:
         self.high = high
 
 
+def _symbol_pieces(structure: Structure, name: str, where: tuple) -> list[Piece] | None:
+    """The pieces of one ranged symbol; a *split* symbol (``(axis, start, stop, k)``, its
+    range on two axes ``q, r`` with ``c = start + q*k + r``) is one piece of two dims."""
+    pieces = structure.pieces(name, where[1], where[2])
+    if len(where) == 3:
+        return pieces or None
+    k = where[3]
+    if len(pieces) != 1:
+        return None
+    piece = pieces[0]
+    dims = piece.dims
+    if len(dims) == 1:  # linear in the symbol: its one dim splits into (n / k, k)
+        size, coeffs = dims[0]
+        dims = ((size // k, tuple(c * k for c in coeffs)), (k, coeffs))
+    if dims[1][0] != k or dims[0][0] * k != where[2] - where[1]:
+        return None
+    return [Piece(piece.lo, piece.hi, dims, piece.origin)]
+
+
 def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
     """Views of the block ``box`` (``base``: element index of the arg's origin), and every
     coordinate's exact min/max over it; None if a symbol is unknown."""
@@ -222,11 +244,11 @@ def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
     ranged.sort()
     low, high = list(const), list(const)
     per_symbol = []
-    for (axis, start, stop), name in ranged:
-        pieces = structure.pieces(name, start, stop)
-        if not pieces:
+    for where, name in ranged:
+        pieces = _symbol_pieces(structure, name, where)
+        if pieces is None:
             return None
-        per_symbol.append((axis, start, pieces))
+        per_symbol.append((where, pieces))
         for d in range(len(const)):
             lows, highs = [], []
             for p in pieces:
@@ -236,32 +258,50 @@ def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
             low[d] += min(lows)
             high[d] += max(highs)
     shape = [1] * rank if ranged else []
-    for (axis, start, stop), _ in ranged:
-        shape[axis] = stop - start
+    for where, _ in ranged:
+        if len(where) == 4:
+            shape[where[0]], shape[where[0] + 1] = (where[2] - where[1]) // where[3], where[3]
+        else:
+            shape[where[0]] = where[2] - where[1]
     offset0 = base + sum(c * s for c, s in zip(const, structure.strides))
     views = []
-    for combo in itertools.product(*(pieces for _, _, pieces in per_symbol)):
+    for combo in itertools.product(*(pieces for _, pieces in per_symbol)):
         slices: list[slice] = [slice(None)] * len(shape)
         fine: list[int] = []
         sizes: list[int] = []
         strides: list[int] = []
         offset = offset0
-        placed = dict(zip((axis for axis, _, _ in per_symbol), zip(combo, per_symbol)))
-        for axis in range(len(shape)):
+        placed = {where[0]: (piece, where) for piece, (where, _) in zip(combo, per_symbol)}
+        axis = 0
+        while axis < len(shape):
             if axis not in placed:
                 fine.append(1)
                 sizes.append(1)
                 strides.append(0)
+                axis += 1
                 continue
-            piece, (_, start, _) = placed[axis]
-            slices[axis] = slice(piece.lo - start, piece.hi - start)
+            piece, where = placed[axis]
+            if len(where) == 3:
+                slices[axis] = slice(piece.lo - where[1], piece.hi - where[1])
             offset += structure.address_stride(piece.origin)
             for size, coeffs in piece.dims:
                 fine.append(size)
                 sizes.append(size)
                 strides.append(structure.address_stride(coeffs))
+            axis += len(where) - 2  # a split symbol fills two axes with its two dims
         views.append((tuple(slices), fine, sizes, strides, offset))
     return Plan(shape, views, low, high)
+
+
+def direct_view(memory_view: torch.Tensor, p: Plan) -> torch.Tensor | None:
+    """The plan's points as one strided view of memory (no copy), when one view covers
+    the block in the block's own shape; else None."""
+    if len(p.views) != 1:
+        return None
+    _, fine, sizes, strides, offset = p.views[0]
+    if fine != p.shape or math.prod(sizes) == 0:
+        return None
+    return memory_view.as_strided(sizes, strides, memory_view.storage_offset() + offset)
 
 
 def copy_in(memory_view: torch.Tensor, p: Plan, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -269,18 +309,26 @@ def copy_in(memory_view: torch.Tensor, p: Plan, dtype: torch.dtype | None = None
     (``memory_view``: a flat, contiguous element view; offsets count from its start),
     converted to ``dtype`` on the way (callers pass only exact widenings)."""
     out = torch.empty(p.shape, dtype=dtype or memory_view.dtype)
+    copy_into(memory_view, p, out)
+    return out
+
+
+def copy_into(memory_view: torch.Tensor, p: Plan, out: torch.Tensor) -> None:
+    """Read the plan's points into ``out`` (shape ``p.shape``, any strides; its dtype
+    only an exact widening of the memory's)."""
     start = memory_view.storage_offset()  # as_strided offsets count from the storage
     for slices, fine, sizes, strides, offset in p.views:
         if math.prod(sizes) == 0:
             continue
         out[slices].view(fine).copy_(memory_view.as_strided(sizes, strides, start + offset))
-    return out
 
 
 def copy_out(memory_view: torch.Tensor, p: Plan, value: torch.Tensor) -> None:
     """Write ``value`` (broadcast to the plan's shape) through the plan's views."""
     # a block of single indices is one point: its value may carry unit axes
     value = value.expand(p.shape) if p.shape else value.reshape(())
+    if value.untyped_storage().data_ptr() == memory_view.untyped_storage().data_ptr():
+        value = value.clone()  # a load's view of memory: read it all before writing
     start = memory_view.storage_offset()
     for slices, fine, sizes, strides, offset in p.views:
         if math.prod(sizes) == 0:

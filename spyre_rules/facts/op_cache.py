@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from spyre_rules.facts import coordinates
+from spyre_rules.facts import coordinates, memo
 from spyre_rules.facts.snapshot import OpFacts, snapshot
 
 __all__ = ["clear_cache", "op_facts"]
@@ -47,4 +47,5 @@ def clear_cache() -> None:
     """Forget every cached measurement (tests; never needed for correctness)."""
     _CACHE.clear()
     coordinates.clear_caches()
+    memo.clear()
 

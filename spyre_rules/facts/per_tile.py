@@ -46,6 +46,7 @@ import sympy
 
 from spyre_rules.errors import CoordinateError, LayoutError
 from spyre_rules.facts.coordinates import access_coordinates, device_coordinates, to_plain_sympy
+from spyre_rules.facts.memo import structural
 from spyre_rules.facts.records import Coord, TilingKey, as_int as _int, tiling_key
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.facts.stick_layout import (
@@ -212,9 +213,20 @@ def per_tile_output(
     ``position_vars[d]`` is the loop variable of output host dim ``d`` (0 for a
     size-1 dim Inductor squeezed out of the MemoryDep); ``write_index`` and
     ``write_ranges`` are the write MemoryDep's.  With an empty tiling the op's
-    own layout and write index are used as they are.
+    own layout and write index are used as they are.  Memoised on the values
+    (``facts.memo``): ops writing alike share one view.
     """
-    key = tiling_key(tiling)
+    return _per_tile_output(tuple(host_size), tuple(host_stride), offset, device_layout, dtype,
+                            tuple(position_vars), write_index, tuple(write_ranges.items()),
+                            tiling_key(tiling))
+
+
+@structural(maxsize=4096)
+def _per_tile_output(host_size: tuple, host_stride: tuple, offset: Any,
+                     device_layout: SpyreTensorLayout, dtype: Any, position_vars: tuple,
+                     write_index: Any, write_range_items: tuple,
+                     key: TilingKey) -> OutputView | CannotRebuild:
+    write_ranges = dict(write_range_items)
     try:
         itemsize = dtype_info(dtype).itemsize
     except LayoutError as exc:
@@ -315,13 +327,23 @@ def output_coords(buffer: str, view: OutputView) -> list[Coord]:
     (docs/layout_model.md §3.2).  Stick and constant coordinates are included
     (marked by ``is_stick`` / empty ``symbols``); which ones matter is policy.
     """
+    return _named(buffer, _output_coords(view))
+
+
+@structural(maxsize=4096)
+def _output_coords(view: OutputView) -> tuple[Coord, ...]:
     ranges = view.range_map
     spans = []
     for coord in view.coords:
         bound = coordinate_span_bound(coord, ranges)
         spans.append(None if bound is None else bound.elems)
-    return _coord_records(buffer, view.device_layout, view.coords, spans, ranges,
-                          view.itemsize, view.total_bytes)
+    return tuple(_coord_records("", view.device_layout, view.coords, spans, ranges,
+                                view.itemsize, view.total_bytes))
+
+
+def _named(buffer: str, records: Sequence[Coord]) -> list[Coord]:
+    """Memoised records (measured without a buffer name) as records of ``buffer``."""
+    return [dataclasses.replace(c, buffer=buffer) for c in records]
 
 
 def _coord_records(buffer: str, stl: Any, coords: list, spans: list, ranges: Mapping[Any, Any],
@@ -445,6 +467,27 @@ def tile_access_coords(
       coordinate) under-measures a read: for ``x.sum(dim=0)`` on (2, 20, 16, 64)
       split {0: 2, 1: 8} it gives 5,120 B where a tile's read of x spans 40,960 B.
     """
+    stl = getattr(layout, "device_layout", layout)
+    if isinstance(stl, SpyreTensorLayout) and stl is not layout and all(
+            hasattr(layout, a) for a in ("size", "stride", "offset")):
+        view: Any = (tuple(layout.size), tuple(layout.stride), layout.offset)
+    elif isinstance(stl, SpyreTensorLayout):
+        view = None  # a bare stick layout: no host view
+    else:
+        return _tile_access_records(buffer, layout, dtype, index, ranges, splits, what)
+    found = _tile_access_coords(stl, view, dtype, index, tuple(ranges.items()),
+                                tuple(splits.items()))
+    if isinstance(found, str):
+        return CannotRebuild(f"{what} coordinates of {buffer}: {found}")
+    if isinstance(found, CannotRebuild):
+        return found
+    return _named(buffer, found)
+
+
+def _tile_access_records(buffer: str, layout: Any, dtype: Any, index: Any,
+                         ranges: Mapping[Any, Any], splits: Mapping[Any, int],
+                         what: str) -> list[Coord] | CannotRebuild:
+    """``tile_access_coords`` of a layout that is not a stick layout (not memoised)."""
     try:
         itemsize = dtype_info(dtype).itemsize
     except LayoutError as exc:
@@ -456,3 +499,26 @@ def tile_access_coords(
     total = math.prod(stl.device_size) * itemsize
     spans = _split_spans(coords, ranges, splits)
     return _coord_records(buffer, stl, coords, spans, ranges, itemsize, total)
+
+
+@structural(maxsize=4096)
+def _tile_access_coords(stl: SpyreTensorLayout, view: tuple | None, dtype: Any, index: Any,
+                        range_items: tuple, split_items: tuple) -> Any:
+    """``tile_access_coords`` on values (``view``: the host size, stride and offset, None
+    for a bare stick layout): the records without a buffer name, a CannotRebuild,
+    or the text of a CoordinateError."""
+    ranges, splits = dict(range_items), dict(split_items)
+    try:
+        itemsize = dtype_info(dtype).itemsize
+    except LayoutError as exc:
+        return CannotRebuild(str(exc))
+    try:
+        if view is None:
+            coords = device_coordinates(stl, index, ranges)
+        else:
+            coords = access_coordinates(stl, *view, index, ranges)
+    except CoordinateError as exc:
+        return str(exc)
+    total = math.prod(stl.device_size) * itemsize
+    spans = _split_spans(coords, ranges, splits)
+    return tuple(_coord_records("", stl, coords, spans, ranges, itemsize, total))

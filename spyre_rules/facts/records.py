@@ -98,6 +98,13 @@ TilingKey = tuple[tuple[int, int], ...]
 
 def as_int(value: Any) -> int | None:
     """``value`` as a Python int if it is an integer (sympy included, bool excluded)."""
+    kind = type(value)
+    if kind is int:  # the common cases first: ``numbers.Integral`` is a slow ABC check
+        return value
+    if kind is bool:
+        return None
+    if isinstance(value, sympy.Integer):
+        return int(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, numbers.Integral):

@@ -431,6 +431,7 @@ class OpFacts:
         )
         return records if records else []
 
+    @per_snapshot(_read_slot)
     def read_host_coords(self, read: Read) -> list[HostCoord]:
         """Which loop symbols drive each host dim of ``read``'s buffer.
 

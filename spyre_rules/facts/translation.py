@@ -36,8 +36,10 @@ import sympy
 
 from spyre_rules.errors import CoordinateError, VerifierError
 from spyre_rules.facts.coordinates import to_plain_sympy
+from spyre_rules.facts.memo import structural
 from spyre_rules.facts.per_tile import access_coords
 from spyre_rules.facts.records import as_int
+from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.facts.verifier import verify_spans
 
 __all__ = ["MAX_POINTS", "TileMotion", "first_untranslated", "iteration_symbols", "is_zero", "loop_steps",
@@ -191,23 +193,58 @@ def first_untranslated(
     guessed: an access whose counts do not divide, whose coordinates cannot be
     derived or whose space is too large to enumerate is reported.
     """
-    counts = [max([int(c) for c in level.values()] or [1]) for level in levels]
+    dims = tuple(symbol_dims.items())
+    nest = tuple(tuple(sorted(level.items())) for level in levels)
     for name, access_layout, index, ranges in accesses:
-        full = {s: as_int(r) for s, r in ranges.items()}
-        if any(r is None for r in full.values()):
-            return name
-        planned = loop_steps(symbol_dims, full, levels)
-        if planned is None:
-            return name
-        tile, steps = planned
-        if not any(steps):
-            continue
-        try:
-            stl, coords = access_coords(access_layout, index, full)
-            motion = TileMotion([to_plain_sympy(c) for c in coords], stl.device_size, tile,
-                                steps, counts)
-            if motion.first_misplaced() is not None:
-                return name
-        except (CoordinateError, VerifierError, TypeError, ValueError):
+        stl = getattr(access_layout, "device_layout", None)
+        if isinstance(stl, SpyreTensorLayout) and all(
+                hasattr(access_layout, a) for a in ("size", "stride", "offset")):
+            # memoised on values: ops making the same access are proven once
+            view = (stl, tuple(access_layout.size), tuple(access_layout.stride),
+                    access_layout.offset)
+            try:
+                ok = _translates_by_value(view, index, tuple(ranges.items()), dims, nest)
+            except TypeError:  # an unhashable index: prove it directly
+                ok = _translates(access_layout, index, ranges, symbol_dims, levels)
+        else:
+            ok = _translates(access_layout, index, ranges, symbol_dims, levels)
+        if not ok:
             return name
     return None
+
+
+@structural()
+def _translates_by_value(view: tuple, index: Any, range_items: tuple, dims: tuple,
+                         nest: tuple) -> bool:
+    stl, size, stride, offset = view
+    return _translates(_HostView(stl, size, stride, offset), index, dict(range_items),
+                       dict(dims), [dict(level) for level in nest])
+
+
+class _HostView:
+    """What ``access_coords`` reads of a layout, rebuilt from memoised values."""
+
+    def __init__(self, device_layout: Any, size: tuple, stride: tuple, offset: Any) -> None:
+        self.device_layout, self.size, self.stride, self.offset = device_layout, size, stride, offset
+
+
+def _translates(access_layout: Any, index: Any, ranges: Mapping[Any, Any],
+                symbol_dims: Mapping[Any, int], levels: Sequence[Mapping[int, int]]) -> bool:
+    """Whether one access's tiles under ``levels`` are rigid translations of the first."""
+    counts = [max([int(c) for c in level.values()] or [1]) for level in levels]
+    full = {s: as_int(r) for s, r in ranges.items()}
+    if any(r is None for r in full.values()):
+        return False
+    planned = loop_steps(symbol_dims, full, levels)
+    if planned is None:
+        return False
+    tile, steps = planned
+    if not any(steps):
+        return True
+    try:
+        stl, coords = access_coords(access_layout, index, full)
+        motion = TileMotion([to_plain_sympy(c) for c in coords], stl.device_size, tile,
+                            steps, counts)
+        return motion.first_misplaced() is None
+    except (CoordinateError, VerifierError, TypeError, ValueError):
+        return False
