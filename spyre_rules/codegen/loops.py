@@ -134,13 +134,11 @@ def _tile_device_size(arg: TensorArg, symbols: list[Any], ranges: dict[Any, Any]
 
 
 def _stays_below(coord: Any, sym: Any, delta: int, ranges: dict[Any, Any]) -> bool:
-    """Whether one tile's values of ``coord`` lie in ``[c0, c0 + delta)``: true for a
-    coordinate of ``sym`` alone; for one that other symbols move too (``2*c0 + c1``
-    with ``c1`` tiled, a merged view) only when it is affine with non-negative
-    coefficients and its largest value in the tile is below ``delta``."""
-    others = coord.free_symbols - {sym}
-    if not others:
-        return True
+    """Whether one tile's values of ``coord`` lie in ``[0, delta)``, the shrunk dim:
+    only when it is affine with non-negative coefficients over symbols with known
+    ranges and its smallest value is >= 0 and largest below ``delta``.  A constant
+    offset (``c1 + 1``: a cropping pad's read one row on) or another symbol moving it
+    (``2*c0 + c1`` with ``c1`` tiled, a merged view) keeps the whole dim."""
     if any(s not in ranges for s in coord.free_symbols):
         return False
     poly = sympy.Poly(coord, *coord.free_symbols) if coord.is_polynomial(*coord.free_symbols) else None
@@ -148,7 +146,7 @@ def _stays_below(coord: Any, sym: Any, delta: int, ranges: dict[Any, Any]) -> bo
         return False
     zero = {s: 0 for s in coord.free_symbols}
     top = {s: int(ranges[s]) - 1 for s in coord.free_symbols}
-    return int(coord.xreplace(top)) - int(coord.xreplace(zero)) < delta
+    return int(coord.xreplace(zero)) >= 0 and int(coord.xreplace(top)) < delta
 
 
 def _shift(spec: OpSpec, i: int) -> OpSpec:

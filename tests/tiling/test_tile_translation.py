@@ -22,6 +22,7 @@ os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from programs import Program  # noqa: E402
 from tiling_helpers import explicit_groups, loop_counts, run_spyre, verify_program  # noqa: E402
 
@@ -435,3 +436,24 @@ def test_unrolled_tile_of_a_merged_view_read_keeps_the_whole_device_dim(unroll):
         actual = torch.compile(_merged_view_chain, backend="spyre_rules", dynamic=False)(x0)
     for a, e in zip(actual, _merged_view_chain(x0)):
         assert torch.equal(a, e)
+
+
+def _cropping_pad(x0):
+    t0 = x0 * 0.5 - 0.25
+    return F.pad(t0, (3, 2, -1, -1), value=0.5) * 2.0
+
+
+@pytest.mark.parametrize("unroll", [False, True], ids=["compact", "unrolled"])
+def test_unrolled_tile_read_one_row_on_keeps_the_whole_device_dim(unroll):
+    # Fuzz 1202:3501 (auto): the pad crops one row each side of dim 1, so the tiled
+    # ``* 2.0`` reads the padded buffer at device coordinate c1 + 1; an unrolled tile
+    # of one row shrank that device dim to 1 although the read is one row on, and
+    # the executor refused the in-bounds load.  Auto-tiled at 1135 bytes.
+    from spyre_rules import config
+
+    x0 = torch.randn(12, 12, 2, generator=torch.Generator().manual_seed(0))
+    torch._dynamo.reset()
+    with torch.no_grad(), config.patch(fallback="error", unroll_loops=unroll, max_span_bytes=1135,
+                                       sencores=32, ignore_span_overflow_hints=False):
+        actual = torch.compile(_cropping_pad, backend="spyre_rules", dynamic=False)(x0)
+    assert torch.equal(actual, _cropping_pad(x0))
