@@ -231,8 +231,9 @@ def _reads_across_tiles(op: Any, run: Sequence[Any]) -> bool:
         tiled.setdefault(written, []).extend(getattr(member, "dim_hints", ()))
     if not tiled:
         return False
-    own = {h.hint_id: h.loop_var for h in op.dim_hints
-           if h.host_dim is not None and not h.is_reduction}
+    # a reduction level moves with the loop too (a k-tiled matmul reads the tile of
+    # its restickified weight that the same iteration wrote)
+    own = {h.hint_id: h.loop_var for h in op.dim_hints if h.host_dim is not None}
     facts = op_facts(op)
     for dep in facts.memory_reads:
         hints = tiled.get(dep.name)
