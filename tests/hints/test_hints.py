@@ -456,5 +456,6 @@ def test_attention_scores_keep_the_sequence_name_on_the_query_dim(capture):
     assert (scores.dim_names, scores.reduction_dim_names) == (["S", None], [None])
     assert (out.dim_names, out.reduction_dim_names) == (["S", None], [None])
     groups = summary(ops)
-    assert groups[0] == (["buf0"], [(0, 2, False)])
+    # the key projection and its restickified copy (buf8) for k.t() form the first loop
+    assert groups[0] == (["buf0", "buf8"], [(0, 2, False)])
     assert groups[1][0][0] == "buf1"
