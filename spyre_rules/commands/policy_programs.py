@@ -33,7 +33,7 @@ class ProgramError(ValueError):
 METHODS = frozenset({
     "sum", "mean", "amax", "amin", "exp", "relu", "neg", "abs", "sqrt", "t", "transpose",
     "permute", "reshape", "view", "contiguous", "unsqueeze", "squeeze", "expand", "softmax",
-    "half", "float",
+    "half", "float", "argmax",
 })
 
 FUNCTIONS: dict[str, str] = {   # name -> torch attribute path

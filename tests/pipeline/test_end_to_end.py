@@ -190,14 +190,16 @@ def test_lm_head_restickify_and_bmm_share_one_loop():
     assert_close(run.output, lm_head(x, w))
 
 
-def test_lm_head_whose_restickify_splits_k_reads_its_full_buffer_after_the_loop():
+def test_lm_head_whose_restickify_splits_k_shares_its_loop_with_a_k_level():
     """W[1024, 128] at 16 KiB: the restickify also splits k (its read of W is stick-on-k);
-    the BMM reduces k, so it runs in its own loop over the full restickified weight."""
+    the BMM reads that k by its reduction symbol, so it shares the loop as a reduction
+    level inside the n level, accumulating its k tiles."""
     x, w = h(2, 128), h(1024, 128, seed=1)
     run = run_auto(lm_head, x, w, max_span_bytes=16384)
-    assert [shape(p) for p in run.programs] == [[(16, [(2, ["ReStickifyOpHBM"])])],
-                                                 [(16, ["batchmatmul"])]]
-    assert [span_violations(s, 16384) for s in run.op_specs()] == [[], []]
+    assert [shape(p) for p in run.programs] == [
+        [(16, ["acc_init", (2, ["ReStickifyOpHBM", "batchmatmul"]), "acc_finalize"])]]
+    violations = [span_violations(s, 16384) for s in run.op_specs()]
+    assert len(violations) == 4 and not any(violations)
     assert_close(run.output, lm_head(x, w))
 
 

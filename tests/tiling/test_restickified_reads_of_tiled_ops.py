@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from tiling_helpers import run_spyre
+from tiling_helpers import loop_counts, run_spyre
 from spyre_rules import config
 
 
-def test_matmul_outside_the_loop_reads_the_full_restickified_copy():
+def test_matmul_in_the_loop_reads_the_restickified_copy_through_its_layout():
     g = torch.Generator().manual_seed(100052)
     x, y, w = (torch.randn(s, generator=g) for s in ([32, 64], [32, 64], [64, 1]))
 
@@ -29,11 +29,12 @@ def test_matmul_outside_the_loop_reads_the_full_restickified_copy():
         compiled = run_spyre(fn, x, y, w)
     torch.testing.assert_close(compiled.output, fn(x, y, w), atol=1e-4, rtol=1e-4)
     specs = compiled.op_specs()
-    # The matmul runs in a loop of its own after the add's: over k (a reduction level,
-    # its accumulator initialised and finalised around it), reading the full copy.
-    assert [s.op for s in specs] == ["add", "ReStickifyOpHBM", "acc_init", "batchmatmul",
-                                     "acc_finalize"]
-    add, copy, _init, matmul, _finalize = specs
+    # The matmul shares the add's loop as a reduction level over k (its accumulator
+    # initialised and finalised around the loop), reading each tile of the copy
+    # through the copy's own layout.
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [
+        ["acc_init", (2, ["add", "ReStickifyOpHBM", "batchmatmul"]), "acc_finalize"]]
+    _init, add, copy, matmul, _finalize = specs
     assert add.tiled_symbols and copy.tiled_symbols and matmul.tiled_symbols
     operand = matmul.args[0]
     assert operand.name == copy.args[1].name
