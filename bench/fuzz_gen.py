@@ -68,6 +68,9 @@ class Op:
     rounds: int = 1  # rounding steps this op adds to an element's error
     reduced: int = 0  # elements one output element sums over (fp32 accumulation)
     reduced_names: tuple[str, ...] = ()  # named dims the op reduces (reduction-dim hints)
+    # roundings to float16 inside a wider value (a float32 -> float16 -> float32 cast):
+    # a last-bit difference before the cast (tiled accumulation order) can flip it
+    half_rounds: int = 0
 
 
 @dataclasses.dataclass
@@ -158,6 +161,9 @@ class Program:
 
     def reduced(self) -> int:
         return sum(op.reduced for op in self.ops)
+
+    def half_rounds(self) -> int:
+        return sum(op.half_rounds for op in self.ops)
 
 
 # ---------------------------------------------------------------- generation
@@ -739,7 +745,8 @@ class _Extension:
     def cast(self, v: Value) -> Op:
         other = "float32" if v.dtype == "float16" else "float16"
         return Op(self.gen.tmp(v.shape, v.names, dtype=v.dtype),
-                  f"({v.var} * 2.0).to(torch.{other}).to(torch.{v.dtype})", f"b_{v.var} * 2.0", 2)
+                  f"({v.var} * 2.0).to(torch.{other}).to(torch.{v.dtype})", f"b_{v.var} * 2.0", 2,
+                  half_rounds=int(other == "float16"))
 
     def in_place(self, v: Value) -> Op:
         expr = self.rng.choice(("{a}.clone().mul_(0.5).add_(1.0)",

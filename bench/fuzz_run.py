@@ -26,10 +26,13 @@ ended, so an exception is attributed to its phase exactly:
 Comparison with eager (``f_plain`` at the program's dtype, which rounds every op
 exactly as the executor does: half precision computed in float32 and rounded
 per op): bool results must be equal.  Floats: per element
-``|compiled - eager| <= 4 * (R * eps + N * eps32) * bound + R * tiny`` where
+``|compiled - eager| <= 4 * (R * eps + H * eps16 + N * eps32) * bound + R * tiny + H * tiny16``
+where
 ``bound`` is ``f_bound`` (the program on |inputs| in float64 with every
 sign-sensitive op replaced by a magnitude bound), ``R`` the rounding steps of
-the program plus one, ``N`` the number of elements its sums/means/matmuls
+the program plus one, ``H`` its roundings to float16 inside a float32 value (a
+cast round trip: a last-bit difference before it can flip the float16 result by
+one of its ulps), ``N`` the number of elements its sums/means/matmuls
 accumulate (float32 accumulation order differs between the two), ``eps`` the
 machine epsilon of the dtype and ``tiny`` its smallest subnormal.  Both sides
 differ from the exact value by at most about ``R * eps * bound`` (first order);
@@ -133,7 +136,8 @@ def compare(program: Program, actual, expected, bound) -> str | None:
     actual, expected, bound = _flat(actual), _flat(expected), _flat(bound)
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, eager has {len(expected)}"
-    rounds, reduced = program.rounds() + 1, program.reduced()
+    rounds, reduced, half = program.rounds() + 1, program.reduced(), program.half_rounds()
+    f16 = torch.finfo(torch.float16)
     for i, (a, e, b) in enumerate(zip(actual, expected, bound)):
         if tuple(a.shape) != tuple(e.shape) or a.dtype != e.dtype:
             return f"output {i}: {tuple(a.shape)} {a.dtype}, eager {tuple(e.shape)} {e.dtype}"
@@ -144,7 +148,8 @@ def compare(program: Program, actual, expected, bound) -> str | None:
             continue
         fi = torch.finfo(e.dtype)
         eps32 = torch.finfo(torch.float32).eps
-        tol = 4 * (rounds * fi.eps + reduced * eps32) * b + rounds * fi.smallest_normal * fi.eps
+        tol = (4 * (rounds * fi.eps + half * f16.eps + reduced * eps32) * b
+               + rounds * fi.smallest_normal * fi.eps + half * f16.smallest_normal * f16.eps)
         ad, ed = a.double(), e.double()
         finite = torch.isfinite(ed)
         nonfinite_bad = (~finite & ~((ad == ed) | (torch.isnan(ad) & torch.isnan(ed)))).sum()
@@ -254,15 +259,18 @@ with torch.no_grad():
     with sr.config.patch(**{settings!r}):
         actual = torch.compile({"f_hinted" if hinted else "f_plain"}, backend="spyre_rules", dynamic=False)({program.args()})
 
-# tolerance: 4 * (R * eps + N * eps32) * bound + R * tiny (see bench/fuzz_run.py)
-R, N = {program.rounds() + 1}, {program.reduced()}
+# tolerance: 4 * (R * eps + H * eps16 + N * eps32) * bound + R * tiny + H * tiny16
+# (see bench/fuzz_run.py)
+R, H, N = {program.rounds() + 1}, {program.half_rounds()}, {program.reduced()}
+f16 = torch.finfo(torch.float16)
 flat = lambda v: [v] if isinstance(v, torch.Tensor) else [t for x in v for t in flat(x)]
 for i, (a, e, b) in enumerate(zip(flat(actual), flat(expected), flat(bound))):
     if not e.dtype.is_floating_point:
         print("output", i, "equal" if torch.equal(a, e) else "DIFFERENT")
         continue
     fi = torch.finfo(e.dtype)
-    tol = 4 * (R * fi.eps + N * torch.finfo(torch.float32).eps) * b + R * fi.smallest_normal * fi.eps
+    tol = (4 * (R * fi.eps + H * f16.eps + N * torch.finfo(torch.float32).eps) * b
+           + R * fi.smallest_normal * fi.eps + H * f16.smallest_normal * f16.eps)
     diff = (a.double() - e.double()).abs()
     print("output", i, "max |err|", diff.max().item(), "elements over tolerance",
           int((diff > tol).sum()), "of", e.numel())

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch._inductor.codegen.common import Kernel
-from torch._inductor.scheduler import BaseScheduling
+from torch._inductor.scheduler import BaseScheduling, NopKernelSchedulerNode
 from torch._inductor.utils import OrderedSet
 from torch._inductor.virtualized import V
 
@@ -101,6 +101,8 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
             specs.append(LoopSpec(count=node.loop_count, body=body))
             specs.extend(finalize for _, finalize in steps)
             continue
+        if isinstance(node, NopKernelSchedulerNode):
+            continue  # a concatenation inside a loop: its regions are the ops
         try:
             spec = build_op_spec(node, kernel, state)
         except UnsupportedGraph as exc:

@@ -75,28 +75,37 @@ def _tiling(levels: list[Level]) -> Tiling:
     return Tiling.of((lv.host_dim, lv.split) for lv in levels)
 
 
-def _splits(levels: list[Level]) -> list[tuple[int, bool]]:
-    return [(lv.split, lv.is_reduction) for lv in levels]
+def _splits(levels: list[Level]) -> list[int]:
+    """The loop's split counts (whether a level tiles a member's output or
+    reduction dim is the member's own)."""
+    return [lv.split for lv in levels]
 
 
 def carry(op: Any, members: list[_Member], loop: list[Level]) -> Carry | None:
     """The ``carried`` binding: the loop's split on ``op``'s own output dims.
 
     For each level, every run member ``op`` reads must have its tiled host dim at
-    that level read by one output dim of ``op`` (``read_tile_dim``), the same for
-    all of them; the dims must be distinct.  None when ``op`` reads no member or
-    any of that fails.  A measurement: which answer to act on is the rules'."""
+    that level read by one split dim of ``op`` (``read_tile_dim``), the same for
+    all of them; the dims must be distinct.  A split dim past ``op``'s output dims
+    is a reduction dim: that level is a reduction level of ``op`` (accumulated
+    across tiles), and a reduction level must be inside every output level
+    (codegen's loop order).  None when ``op`` reads no member or any of that
+    fails.  A measurement: which answer to act on is the rules'."""
     reads = facts.read_buffers(op)
     read = [m for m in _tiled(members) if m.op.get_name() in reads]
     if not read or not loop:
         return None
+    rank = facts.rank(op)
     levels = []
     for i, level in enumerate(loop):
         dims = {facts.read_tile_dim(op, m.op.get_name(), m.levels[i].host_dim)  # type: ignore[index]
                 for m in read}
         if len(dims) != 1 or None in dims:
             return None
-        levels.append(Level(dims.pop(), level.split, level.is_reduction))
+        dim = dims.pop()
+        if dim < rank and levels and levels[-1].is_reduction:
+            return None  # an output level inside a reduction level
+        levels.append(Level(dim, level.split, dim >= rank))
     if len({lv.host_dim for lv in levels}) != len(levels):
         return None
     return Carry(levels, _tiling(levels), frozenset(m.op.get_name() for m in read))
@@ -159,9 +168,13 @@ class _Grouper:
             self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
             self.auto_tiled.add(m.op.get_name())
         self._auto_tiled = None
+        # A level is a reduction level when it tiles a reduction dim of any member
+        # (as for user hints: hints/assign.py).
+        reduction = [any(m.levels[i].is_reduction for m in _tiled(members))  # type: ignore[index]
+                     for i in range(len(shared))]
         self.groups.append(TileGroup([m.op for m in members],
-                                     [GroupLevel(i, sympy.Integer(lv.split), lv.is_reduction)
-                                      for i, lv in zip(ids, shared)]))
+                                     [GroupLevel(i, sympy.Integer(lv.split), red)
+                                      for i, lv, red in zip(ids, shared, reduction)]))
 
     def close_run(self) -> None:
         members = self.members

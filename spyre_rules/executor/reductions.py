@@ -20,6 +20,10 @@ def _t(x: Any) -> torch.Tensor:
     return x if isinstance(x, torch.Tensor) else torch.tensor(x)
 
 
+def _full_rank(x: torch.Tensor, rank: int) -> torch.Tensor:
+    return x.reshape((1,) * (rank - x.dim()) + tuple(x.shape)) if x.dim() < rank else x
+
+
 def _accumulate_dtype(x: torch.Tensor) -> torch.dtype | None:
     # Integer and bool sums accumulate in int64 like torch.sum; floats stay float32/64.
     if x.dtype == torch.bool or not x.dtype.is_floating_point:
@@ -40,7 +44,10 @@ def reduce_chunk(kind: str, values: list[Any], shape: list[int], n_red: int, off
     count = math.prod(shape[len(out_shape):])
     if kind == "batchmatmul":
         # sum_k a*b without materialising the broadcast product (einsum -> bmm).
-        a, b = (_t(v) for v in values)  # full-rank grids: both have len(shape) axes
+        # An operand whose every symbol takes one value in this chunk (a unit M
+        # row, a K tile of extent 1) is 0-dim or short; einsum's "...k" needs the
+        # reduction axis, so pad to the chunk's rank (leading unit axes broadcast).
+        a, b = (_full_rank(_t(v), len(shape)) for v in values)
         if n_red != 1:
             raise ValueError(f"batchmatmul over {n_red} reduction axes")
         return torch.einsum("...k,...k->...", a, b).expand(out_shape)

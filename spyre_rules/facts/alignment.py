@@ -11,6 +11,11 @@ iteration ``t``.  ``d`` need not equal ``h``: a matmul reads its restickified
 weight's dim 0 through its output dim 1, ``x.transpose(0, 1)`` reads dim 1 of
 ``x`` through its dim 0.  A view that merges or splits ``h`` (the coordinate is
 not a bare symbol) or reads only part of it has no such ``d``.
+
+A *reduction* symbol can be that symbol too (a matmul reads its restickified
+weight's k dim by k): ``d`` is then the reduction's split dim ``rank + r``, and
+the consumer shares the loop only by tiling its reduction range there (a
+reduction level, accumulated across tiles).  Which consumers may is the rules'.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ __all__ = ["read_tile_dim", "reads_dim_by_own_symbol"]
 
 @fact
 def read_tile_dim(op: Op, buffer: str, dim: int) -> int | None:
-    """The output host dim of ``op`` whose loop symbol alone addresses host dim
-    ``dim`` of every read of ``buffer`` (whole extent, same range in ``op``'s
-    write, no other host dim of the buffer by it); unknown when there is none or
-    it cannot be shown."""
+    """The split dim of ``op`` whose loop symbol alone addresses host dim ``dim``
+    of every read of ``buffer`` (whole extent, the same range in ``op``'s write
+    or reduction ranges, no other host dim of the buffer by it): an output host
+    dim, or ``rank + r`` for the reduction dim ``r`` a reduction symbol walks;
+    unknown when there is none or it cannot be shown."""
     facts = op_facts(op)
     h = as_int(dim)
     write = facts.write
@@ -53,13 +59,26 @@ def read_tile_dim(op: Op, buffer: str, dim: int) -> int | None:
             return None
         if any(sym in c.free_symbols for j, c in enumerate(coords) if j != h):
             return None
-        if size is None or size != as_int(dep.ranges.get(sym)) or size != as_int(write.ranges.get(sym)):
+        if size is None or size != as_int(dep.ranges.get(sym)):
+            return None
+        if sym in facts.symbol_dims and size != as_int(write.ranges.get(sym)):
             return None
         found = sym
-    out_dim = facts.symbol_dims.get(found)
-    if out_dim is None or [s for s, d in facts.symbol_dims.items() if d == out_dim] != [found]:
+    dims = facts.split_dims
+    out_dim = dims.get(found)
+    if out_dim is None or [s for s, d in dims.items() if d == out_dim] != [found]:
         return None
+    if found in facts.reduction_dims and size != _split_extent(op, out_dim):
+        return None  # the read covers part of the reduction range
     return int(out_dim)
+
+
+def _split_extent(op: Op, split_dim: int) -> int | None:
+    """The static range of one split dim: an output range, else a reduction range."""
+    data = getattr(op, "data", None)
+    ranges = list(getattr(data, "ranges", None) or ()) + list(
+        getattr(data, "reduction_ranges", None) or ())
+    return as_int(ranges[split_dim]) if 0 <= split_dim < len(ranges) else None
 
 
 @fact

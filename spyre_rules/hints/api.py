@@ -14,6 +14,12 @@ How a hint reaches the compiler (docs/inductor_integration.md §5):
   at trace time (when the outer ``annotate`` is really active) and bakes the
   result in as a constant, without guards and without tracing into
   ``torch.fx.traceback`` internals.
+* ``name_tensor_dims`` inside compiled code cannot set an attribute on a traced
+  tensor, so there it returns ``spyre_rules::name_dims(tensor, names)``: an
+  identity op that survives Dynamo, AOT autograd and dead-code elimination
+  (it is marked side-effecting, so the names stick to ``tensor`` even when the
+  returned value is not used); its lowering records the names on the tensor's
+  buffer (``graph_state(graph).named_buffers``) for the hint pass.
 * Named dims of user tensors are Python attributes of the tensors.  Only the
   Dynamo backend sees the user's own tensors (after AOT autograd they are fake
   tensors without attributes), so the backend binds them with
@@ -119,9 +125,11 @@ def _declared_list() -> str:
 def name_tensor_dims(tensor: torch.Tensor, names: Sequence[str | None]) -> torch.Tensor:
     """Name the dims of a user tensor; ``None`` leaves a dim unnamed.  Returns ``tensor``.
 
-    Call it on the tensors passed to the compiled function (outside compiled code).
-    Every name must be declared with the dim's size, and a tensor may use a name
-    once (two dims with one name would make a hint on it ambiguous).
+    Call it on the tensors passed to the compiled function, or inside the compiled
+    code (a model's forward): there it names the traced tensor through the graph
+    op ``spyre_rules::name_dims``.  Every name must be declared with the dim's
+    size, and a tensor may use a name once (two dims with one name would make a
+    hint on it ambiguous).
     """
     if not isinstance(tensor, torch.Tensor):
         raise HintError(f"name_tensor_dims: {type(tensor).__name__} is not a torch.Tensor")
@@ -154,8 +162,40 @@ def name_tensor_dims(tensor: torch.Tensor, names: Sequence[str | None]) -> torch
                 f"name_tensor_dims: dim {d} named {name!r} has size {shape[d]}, but {name!r} "
                 f"is declared with size {declared}"
             )
+    if torch.compiler.is_compiling():
+        # Inside compiled code the tensor is a traced value: the names travel in the
+        # graph as the identity op ``name_dims`` (see the module docstring).
+        return torch.ops.spyre_rules.name_dims(tensor, NAMES_SEPARATOR.join(n or "" for n in names))
     setattr(tensor, DIM_NAMES_ATTR, names)
     return tensor
+
+
+#: Joins a tensor's dim names in ``name_dims``' string argument ("" for None).
+NAMES_SEPARATOR = "\x1f"
+
+
+def decode_dim_names(text: str) -> tuple[str | None, ...]:
+    """The names ``name_tensor_dims`` encoded for ``name_dims`` (None: unnamed)."""
+    return tuple(n or None for n in text.split(NAMES_SEPARATOR))
+
+
+@torch.library.custom_op("spyre_rules::name_dims", mutates_args=())
+def name_dims(x: torch.Tensor, names: str) -> torch.Tensor:
+    """``x`` with its dims named (``name_tensor_dims`` inside compiled code).
+
+    Our backend lowers it to ``x`` itself and records the names on ``x``'s buffer
+    (``backend/named_dims.py``); anywhere else it is a copy."""
+    return x.clone()
+
+
+@name_dims.register_fake
+def _name_dims_fake(x: torch.Tensor, names: str) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+# Kept by dead-code elimination when its result is unused: ``name_tensor_dims(h, ...)``
+# names ``h`` itself, so its return value may be dropped.
+torch.fx.node.has_side_effect(torch.ops.spyre_rules.name_dims.default)
 
 
 def tensor_dim_names(tensor: Any) -> tuple[str | None, ...] | None:

@@ -33,10 +33,13 @@ from torch._inductor import ir
 from torch._inductor.virtualized import V
 
 from spyre_rules.engine.records import GroupLevel, TileGroup
+from spyre_rules.errors import CoordinateError
+from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.hints.api import declared_tensor_dims
 from spyre_rules.hints.errors import HintError
 from spyre_rules.ir.dim_hint import DimHint
+from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.hints.named_dims import (
     HintAnnotations,
@@ -124,9 +127,11 @@ def assign_dim_hints(graph: Any) -> None:
     ops = hintable_ops(graph.operations)
     annotations: dict[str, HintAnnotations] = {op.get_name(): origin_annotations(op) for op in ops}
     inputs = input_dim_names(graph)
-    if inputs or any(a.levels or a.named_dims is not None for a in annotations.values()):
+    named_in_graph = graph_state(graph).named_buffers
+    if inputs or named_in_graph or \
+            any(a.levels or a.named_dims is not None for a in annotations.values()):
         with V.set_graph_handler(graph):
-            dims = propagate_named_dims(graph, ops, annotations, inputs)
+            dims = propagate_named_dims(graph, ops, annotations, inputs, named_in_graph)
         _stamp(ops, annotations, dims)
         with V.set_graph_handler(graph):
             _check_tiles_translate(ops)
@@ -203,6 +208,67 @@ def _check_tiles_translate(ops: list[Any]) -> None:
         raise HintError(f"{op_description(op)}: {text} cannot be tiled: {why}")
 
 
+def _reads_across_tiles(op: Any, run: Sequence[Any]) -> bool:
+    """Whether ``op`` reads a tiled dim of a member of ``run`` not with its own tile.
+
+    Attention scores tiled on the query sequence read every key: the key
+    projection's tile ``t`` alone is not what tile ``t`` of the scores needs, so
+    the scores start a loop of their own after the projection's loop, which
+    writes the projection's full buffer (loop fission).  Only reads whose
+    coordinate on the member's tiled dim ignores ``op``'s loop variable of that
+    level count; a read that moves with the loop is left to ``passes/tile_reads``,
+    which proves it stays inside the tile or refuses it.
+    """
+    tiled: dict[str, list[DimHint]] = {}
+    concatenations: set[str] = set()
+    for member in run:
+        written = member.get_name()
+        layout = getattr(member, "layout", None)
+        if isinstance(layout, ir.NonOwningLayout):
+            # a concatenation's buffer is tiled as its regions are
+            written = layout.view.get_name()
+            concatenations.add(written)
+        tiled.setdefault(written, []).extend(getattr(member, "dim_hints", ()))
+    if not tiled:
+        return False
+    own = {h.hint_id: h.loop_var for h in op.dim_hints
+           if h.host_dim is not None and not h.is_reduction}
+    facts = op_facts(op)
+    for dep in facts.memory_reads:
+        hints = tiled.get(dep.name)
+        layout = facts.buffer_layout(dep.name) if hints else None
+        if layout is None:
+            continue
+        try:
+            coords = host_coordinates(layout.size, layout.stride, dep.index, dep.ranges)
+        except (CoordinateError, AttributeError, TypeError):
+            continue
+        for hint in hints:
+            if hint.host_dim is None or hint.is_reduction or hint.host_dim >= len(coords):
+                continue
+            var = own.get(hint.hint_id)
+            if var is None or var not in coords[hint.host_dim].free_symbols:
+                return True
+            if dep.name in concatenations and (
+                    coords[hint.host_dim] != var
+                    or int(dep.ranges[var]) != int(layout.size[hint.host_dim])):
+                # a concatenation is not a per-tile buffer, so no later proof checks
+                # the read stays in its tile: only a read of exactly the tile's own
+                # rows shares the loop
+                return True
+    return False
+
+
+def _regions_in(concat: Any, run: Sequence[Any]) -> bool:
+    """Whether every region op of ``concat`` is in ``run``."""
+    name = concat.get_name()
+    inputs = [getattr(x, "get_name", lambda: None)() for x in getattr(concat, "inputs", ())]
+    members = {m.get_name() for m in run}
+    return bool(inputs) and all(n in members for n in inputs) and any(
+        isinstance(getattr(m, "layout", None), ir.NonOwningLayout)
+        and m.layout.view.get_name() == name for m in run)
+
+
 def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
     """Groups for ``coarse_tile`` from ``op.dim_hints``: ``[TileGroup(ops, [GroupLevel(hint_id,
     count, is_red)])]`` (``engine/records.py``: the one representation of a group).
@@ -229,16 +295,22 @@ def hints_to_coarse_tile_groups(operations: Sequence[Any]) -> list[TileGroup]:
         if run and run_key:
             levels = [
                 GroupLevel(hint_id, count, any(
-                    h.is_reduction for op in run for h in op.dim_hints if h.hint_id == hint_id
+                    h.is_reduction for op in run for h in getattr(op, "dim_hints", ())
+                    if h.hint_id == hint_id
                 ))
                 for hint_id, count in run_key
             ]
             groups.append(TileGroup(list(run), levels))
 
     for op in operations:
+        if isinstance(op, ir.ConcatKernel) and run and _regions_in(op, run):
+            # computes nothing; inside the loop so that the loop stays contiguous
+            # (its regions write their tiles straight into its buffer)
+            run.append(op)
+            continue
         hints = getattr(op, "dim_hints", None) or []
         key = tuple((h.hint_id, h.split_count) for h in hints if h.host_dim is not None) or None
-        if key != run_key or key is None:
+        if key != run_key or key is None or _reads_across_tiles(op, run):
             flush()
             run, run_key = [], key
         if key is not None:

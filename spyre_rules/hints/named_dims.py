@@ -208,12 +208,52 @@ def _op_dims(graph: Any, op: Any, known: Mapping[str, Names]) -> OpDims:
         coords = _coords(size, stride, writes[0]) or []
         for d, coord in enumerate(coords):
             out_vars[d] = _bare_symbol(coord, writes[0].ranges)
-    return OpDims(
-        out_names=tuple(names_of.get(v) if v is not None else None for v in out_vars),
-        out_vars=tuple(out_vars),
-        red_names=tuple(names_of.get(v) for v in red_vars),
-        red_vars=red_vars,
+    out_names, red_names = _one_dim_per_name(
+        [names_of.get(v) if v is not None else None for v in out_vars],
+        [names_of.get(v) for v in red_vars],
     )
+    return OpDims(
+        out_names=out_names, out_vars=tuple(out_vars), red_names=red_names, red_vars=red_vars
+    )
+
+
+def _one_dim_per_name(out: list[str | None], red: list[str | None]) -> tuple[Names, Names]:
+    """Keep each name on one dim: the outermost output dim carrying it, else the
+    first reduction dim.  Attention scores ``q @ k^T`` read the sequence dim of
+    ``q`` and of ``k``: the query dim keeps the name, the key dim stays unnamed,
+    and ``p @ v`` keeps it on its rows, not on the contracted key dim -- so a hint
+    on the sequence tiles the queries, and every tile reads all keys."""
+    seen: set[str] = set()
+    kept: list[list[str | None]] = []
+    for names in (out, red):
+        kept.append([])
+        for name in names:
+            kept[-1].append(None if name in seen else name)
+            if name is not None:
+                seen.add(name)
+    return tuple(kept[0]), tuple(kept[1])
+
+
+def _region_base(op: Any) -> str | None:
+    """The concatenation whose region ``op`` writes (a NonOwningLayout), if any."""
+    layout = getattr(op, "layout", None)
+    return layout.view.get_name() if isinstance(layout, ir.NonOwningLayout) else None
+
+
+def _concatenation_names(graph: Any, base: str, regions: list[tuple[Any, Names]]) -> Names:
+    """Names of a concatenation's dims, from its regions (docs/layout_model.md §5.10):
+    a dim every region spans whole and names alike; the concatenated dim (each
+    region covers part of it) stays unnamed."""
+    size = _ints(graph.get_buffer(base).get_size()) or []
+    names: list[str | None] = []
+    for d, full in enumerate(size):
+        found: set[str | None] = set()
+        for op, region_names in regions:
+            region_size = _ints(op.get_size()) or []
+            spans_whole = d < len(region_size) and region_size[d] == full
+            found.add(region_names[d] if spans_whole and d < len(region_names) else None)
+        names.append(found.pop() if len(found) == 1 else None)
+    return tuple(names)
 
 
 def _apply_named_dims(op: Any, dims: OpDims, named: Names) -> OpDims:
@@ -235,8 +275,11 @@ def _apply_named_dims(op: Any, dims: OpDims, named: Names) -> OpDims:
                 f"{name!r}, but that dim has size {sizes[d]} and {name!r} is declared with "
                 f"size {declared[name]}"
             )
+        # the explicit name wins over a propagated one on another dim
+        out = [None if n == name else n for n in out]
         out[d] = name
-    return dataclasses.replace(dims, out_names=tuple(out))
+    red = [None if n in named else n for n in dims.red_names]
+    return dataclasses.replace(dims, out_names=tuple(out), red_names=tuple(red))
 
 
 def propagate_named_dims(
@@ -244,18 +287,32 @@ def propagate_named_dims(
     ops: list[Any],
     annotations: Mapping[str, HintAnnotations],
     inputs: Mapping[str, Names],
+    named_buffers: Mapping[str, Names] | None = None,
 ) -> dict[str, OpDims]:
     """Name the dims of ``ops`` (topological order); needs ``V.graph`` set to ``graph``.
 
-    Stamps ``op.dim_names`` (output dims) and ``op.reduction_dim_names`` on ops
-    with at least one named dim.  Returns op name -> OpDims for every op.
+    ``inputs`` are the named graph inputs, ``named_buffers`` the buffers
+    ``name_tensor_dims`` named inside compiled code (their names win over
+    propagated ones).  Stamps ``op.dim_names`` (output dims) and
+    ``op.reduction_dim_names`` on ops with at least one named dim.  Returns op
+    name -> OpDims for every op.
     """
-    known: dict[str, Names] = dict(inputs)
+    named_buffers = dict(named_buffers or {})
+    known: dict[str, Names] = {**inputs, **named_buffers}
     result: dict[str, OpDims] = {}
     matched_named: dict[Names, bool] = {}
+    regions: dict[str, list[Any]] = {}
     for op in ops:
         name = op.get_name()
         dims = _op_dims(graph, op, known)
+        if name in named_buffers:
+            dims = _apply_named_dims(op, dims, named_buffers[name])
+        base = _region_base(op)
+        if base is not None:
+            regions.setdefault(base, []).append((op, dims.out_names))
+            concat_names = _concatenation_names(graph, base, regions[base])
+            if base not in named_buffers and any(n is not None for n in concat_names):
+                known[base] = concat_names
         named = annotations[name].named_dims
         if named is not None:
             fits = len(named) == len(dims.out_names)

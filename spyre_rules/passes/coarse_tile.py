@@ -66,6 +66,7 @@ from typing import Any
 
 import sympy
 from torch._inductor import ir
+from torch._inductor.virtualized import V
 
 from spyre_rules.engine.records import GroupLevel
 from spyre_rules.errors import LayoutError, SpyreRulesError
@@ -110,6 +111,10 @@ class _OpPlan:
     ranges: list[int]
     reduction_ranges: list[int]
     layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
+
+
+#: ``_OpPlan.layout`` of a concatenation's region op: ranges per tile, layout kept.
+KEEP_LAYOUT: Any = ("keep",)
 
 
 def _count(value: Any, where: str) -> int:
@@ -283,14 +288,32 @@ def _static(values: Any, what: str, op: Any) -> list[int]:
         ) from None
 
 
+def _check_region(op: Any, old: list[int], new: list[int]) -> None:
+    """A concatenation's region op keeps its layout, a view of the whole result
+    (docs/layout_model.md §5.10): each iteration writes its tile of the region
+    straight into the result, like a tiled op writing its full buffer.  That is
+    exact when every tiled dim is one the region spans whole: tile ``t`` of every
+    region is then tile ``t`` of the result.  Along the concatenated dim the
+    regions' tiles would not line up with the result's."""
+    view = op.layout.view
+    base = V.graph.get_buffer(view.get_name())
+    full = _static(base.get_size(), "concatenation size", op)
+    for d, (before, after) in enumerate(zip(old, new)):
+        if before != after and (d >= len(full) or full[d] != before):
+            raise CoarseTileError(
+                f"coarse_tile: {op_description(op)} writes a region of the concatenation "
+                f"{view.get_name()} (cat, pad) that covers {before} of its {full[d] if d < len(full) else '?'} "
+                f"elements along dim {d}: dim {d} is the concatenated dim, and tiling it would "
+                "split the regions unevenly; tile another dim, or keep the concatenation "
+                "outside the tiled block"
+            )
+
+
 def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
     if isinstance(layout, ir.NonOwningLayout):
-        raise CoarseTileError(
-            f"coarse_tile: {op_description(op)} writes a region of a concatenation "
-            "(cat, pad; a NonOwningLayout); tiling a concatenation's inputs is not supported "
-            "yet: keep the concatenation outside the tiled block"
-        )
+        _check_region(op, old, new)
+        return KEEP_LAYOUT
     if not isinstance(layout, ir.FixedLayout):
         raise CoarseTileError(
             f"coarse_tile: {op_description(op)} has a {type(layout).__name__}, not a fixed "
@@ -348,6 +371,13 @@ def _memory_order(size: list[int], stride: list[int]) -> list[int] | None:
 
 
 def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
+    if isinstance(op, ir.ConcatKernel):
+        # computes nothing: a member so that the loop stays contiguous, tiling none
+        # of its dims (its regions write their tiles into it; see _check_region)
+        return _OpPlan(op=op, group_id=(index,) + (0,) * (len(levels) - 1),
+                       counts=[sympy.Integer(level.split) for level in levels],
+                       tiled=[[] for _ in levels], tiled_reduction=[[] for _ in levels],
+                       ranges=[], reduction_ranges=[], layout=None)
     data = getattr(op, "data", None)
     if not isinstance(op, ir.ComputedBuffer) or not isinstance(data, (ir.Pointwise, ir.Reduction)):
         raise CoarseTileError(
@@ -410,7 +440,9 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
 
 def _apply(plan: _OpPlan) -> None:
     op = plan.op
-    if plan.layout is not None:
+    if plan.layout is KEEP_LAYOUT:
+        set_frozen(op.data, "ranges", [sympy.Integer(r) for r in plan.ranges])
+    elif plan.layout is not None:
         set_frozen(op.data, "ranges", [sympy.Integer(r) for r in plan.ranges])
         size, stride, device = plan.layout
         layout = op.layout
@@ -421,7 +453,8 @@ def _apply(plan: _OpPlan) -> None:
     if any(plan.tiled_reduction):
         set_frozen(op.data, "reduction_ranges",
                    [sympy.Integer(r) for r in plan.reduction_ranges])
-    drop_caches(op, op.data)
+    if not isinstance(op, ir.ConcatKernel):
+        drop_caches(op, op.data)
     set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
                                  tiled_dims=plan.tiled,
                                  tiled_reduction_dims=plan.tiled_reduction))

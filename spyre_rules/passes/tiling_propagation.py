@@ -210,6 +210,9 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
             "result (its value is final only after the loop); put them in a group of "
             "their own"
         )
+    if isinstance(layout, ir.NonOwningLayout):
+        # a concatenation's region: its tiles go straight into the (untiled) result
+        return f"writes its tiles into {layout.view.get_name()}"
     if not outside and not _is_output(graph, name):
         layout.per_tile_fixed = True
         return "loop-internal"

@@ -212,7 +212,8 @@ def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
     with without_hints(lm_head), config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
         with lm_head.graph_context(0):
             assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 0) == 1
-            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 1) is None  # k
+            # k: the BMM's reduction dim 0, split dim rank 2 + 0
+            assert facts.read_tile_dim(by_name(lm_head, "buf0"), "buf1", 1) == 2
         outcome = group_operations(lm_head)
         hints = {op.get_name(): op.dim_hints for op in lm_head}
     assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
@@ -229,9 +230,11 @@ def test_5_lm_head_restickify_and_bmm_share_one_loop(lm_head):
 def test_5_granite_lm_head_plans_at_the_real_limit():
     """Granite's LM head, F.linear(x[8, 4096], W[49152, 4096]) fp16 (W: 403 MB), at
     256 MiB, lowered but never run.  The restickify reads W stick-on-k, so its own
-    plan splits k too ({0: 2, 1: 2}); the BMM reduces k and cannot share that loop.
-    It reads the restickified weight's full buffer after the loop with its own
-    {1: 2}: every access to it, k-driven coordinates included, fits."""
+    plan splits k too ({0: 2, 1: 2}).  The BMM reads the restickified weight's n by
+    its output dim 1 and its k by its reduction symbol, so the run's split carried
+    onto its dims is {1: 2, 2: 2}: n, then a reduction level on k (split dim rank 2
+    + 0) -- it conforms, and both share one loop of 2 x 2, the BMM accumulating
+    its k tiles."""
     from spyre_rules.hints import group_operations
 
     ops = capture_without_running(lambda x, w: F.linear(x, w),
@@ -243,14 +246,17 @@ def test_5_granite_lm_head_plans_at_the_real_limit():
     with config.patch(ignore_span_overflow_hints=False):
         outcome = group_operations(ops)
     assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
-        (["buf1"], [(10000, sympy.Integer(2), False), (10001, sympy.Integer(2), False)]),
-        (["buf0"], [(10002, sympy.Integer(2), False)])]
-    assert outcome.actions["buf0"].rule == "after_open_run_loop"
+        (["buf1", "buf0"], [(10000, sympy.Integer(2), False), (10001, sympy.Integer(2), True)])]
+    assert outcome.actions["buf0"].rule == "carried_to_open_run"
+    assert [(h.host_dim, h.split, h.is_reduction) for h in outcome.hints["buf0"]] == [
+        (1, 2, False), (0, 2, True)]  # output dim 1 (n), reduction dim 0 (k)
     with ops.graph_context(0):
         bmm = by_name(ops, "buf0")
         weight = next(r for r in facts.input_reads(bmm) if r.buffer == "buf1")
-        spans = [c.span_bytes for c in facts.read_coords(bmm, weight, {1: 2}) if not c.is_stick]
-    assert spans == [384 * 4096 * 64 * 2, 4096 * 64 * 2]  # floor(n/64) per tile, k
+        spans = [c.span_bytes for c in facts.read_coords(bmm, weight, {1: 2, 2: 2})
+                 if not c.is_stick]
+    # floor(n/64) per tile (over the full buffer's inner extent), k per tile
+    assert spans == [384 * 4096 * 64 * 2, 2048 * 64 * 2]
 
 
 def test_5_bmm_k_controlled_span_is_a_reduction_candidate():

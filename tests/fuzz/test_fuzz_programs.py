@@ -127,6 +127,26 @@ def test_compare_accepts_rounding_and_rejects_one_wrong_element():
     assert message is not None and "1/" in message
 
 
+def test_compare_accepts_a_float16_flip_after_a_float32_cast_round_trip():
+    # fuzz 1202:3322 (manual, K tiled by 2): the float32 value before
+    # ``.to(float16).to(float32)`` sat on a float16 midpoint, so the tiled summation
+    # order's last-bit change rounded it one float16 ulp away from eager
+    program = generate(1202, 3322)
+    assert program.dtype == "float32" and program.half_rounds() == 1
+    ns = fuzz_run._namespace(program)
+    inputs = fuzz_run.make_inputs(program, named=False)
+    expected, bound = ns["f_plain"](*inputs), ns["f_bound"](*inputs)
+    out = fuzz_run._flat(expected)[0]
+    at = int(out.abs().argmax())
+    flipped = out.clone()
+    flipped.view(-1)[at] += float(out.view(-1)[at].abs()) * torch.finfo(torch.float16).eps
+    assert fuzz_run.compare(program, (flipped, *expected[1:]), expected, bound) is None
+    wrong = out.clone()
+    wrong.view(-1)[at] *= 1.05
+    message = fuzz_run.compare(program, (wrong, *expected[1:]), expected, bound)
+    assert message is not None and "1/" in message
+
+
 def test_summary_is_six_lines_with_every_outcome():
     counts = {v: collections.Counter({"equal": 2, "refused": 1}) for v in VARIANTS}
     lines = fuzz_programs.summary_lines(counts)
