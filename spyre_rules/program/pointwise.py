@@ -38,7 +38,9 @@ def _unary(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Any], Any]:
 
 def _relu(x: Any) -> Any:
     x = _tensor(x)
-    return torch.where(x > 0, x, torch.zeros((), dtype=x.dtype))
+    if x.dtype == torch.bool:  # torch.relu refuses bool; relu of a bool is the bool
+        return x
+    return torch.relu(x)  # eager's own: NaN stays NaN, -0.0 stays -0.0
 
 
 def _identity(x: Any) -> Any:

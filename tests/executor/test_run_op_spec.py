@@ -164,3 +164,14 @@ def test_unrolled_tile_is_bounds_checked_against_its_whole_buffer(monkeypatch, f
     assert str(err.value).endswith(
         f"is outside its allocation (allocation [{size + size // 2}, {2 * size + size // 2}) "
         f"of the buffer [{size}, {2 * size}))")
+
+
+def test_relu_keeps_nan_and_negative_zero_like_eager():
+    # regression: relu was where(x > 0, x, 0), which turned NaN into 0 and -0.0 into 0.0
+    from spyre_rules.program.pointwise import apply_pointwise
+
+    x = torch.tensor([float("nan"), -0.0, -1.5, 2.0, float("-inf")])
+    got = apply_pointwise("relu", [x])
+    assert torch.equal(got.view(torch.int32), torch.relu(x).view(torch.int32))
+    flags = torch.tensor([True, False])
+    assert torch.equal(apply_pointwise("relu", [flags]), flags)

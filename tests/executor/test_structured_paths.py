@@ -124,14 +124,17 @@ def _spec_memories(spec, inputs, size):
     return out
 
 
+# width 128: whole sticks, so c1 is split into (stick, lane) chunk axes when a chunk
+# holds whole sticks (chunk 64, 1 << 20) and stays one axis when it does not (7, 40)
+@pytest.mark.parametrize("width", [150, 128])
 @pytest.mark.parametrize("chunk", [7, 40, 64, 1 << 20])
 @pytest.mark.parametrize("kind", ["add", "sum", "argmax", "welford_reduce", "batchmatmul"])
-def test_hand_written_specs_cut_into_chunks(monkeypatch, chunk, kind):
+def test_hand_written_specs_cut_into_chunks(monkeypatch, chunk, kind, width):
     monkeypatch.setattr(evaluate_module, "CHUNK_ELEMENTS", chunk)
-    lx = generic_stick_layout([5, 150], [150, 1], torch.float32)  # [5, 5, 32]
-    x = torch.randn(5, 150, generator=torch.Generator().manual_seed(0))
+    lx = generic_stick_layout([5, width], [width, 1], torch.float32)  # [5, 5, 32]
+    x = torch.randn(5, width, generator=torch.Generator().manual_seed(0))
     coords = [sympy.floor(c1 / 32), c0, sympy.Mod(c1, 32)]
-    space = {c0: (sympy.Integer(5), 1), c1: (sympy.Integer(150), 1)}
+    space = {c0: (sympy.Integer(5), 1), c1: (sympy.Integer(width), 1)}
     program = [{"op": "load", "arg": 0, "dtype": "float32"},
                {"op": "load", "arg": 1, "dtype": "float32"}]
     args = [_arg(True, 0, lx, coords, 0, "x"), _arg(True, 1, lx, coords, 0, "x")]
@@ -169,3 +172,31 @@ def test_structured_views_are_taken_for_stick_layouts():
     # whole stick runs [0, 128) as (sticks, lanes) and the partial last stick
     assert [v[1] for v in plan.views] == [[5, 4, 32], [5, 22]]
     assert [v[3] for v in plan.views] == [[32, 160, 1], [32, 1]]
+
+
+def test_split_stick_loads_are_views_of_device_memory():
+    # [5, 128] fp32: c1 splits into 4 sticks x 32 lanes; the loads of an add are then
+    # strided views of the simulated HBM (no copy), and the result equals eager bytes.
+    layout = generic_stick_layout([5, 128], [128, 1], torch.float32)
+    coords = [sympy.floor(c1 / 32), c0, sympy.Mod(c1, 32)]
+    space = {c0: (sympy.Integer(5), 1), c1: (sympy.Integer(128), 1)}
+    size = layout.size_in_bytes
+    args = [_arg(True, 0, layout, coords, 0, "x"), _arg(True, 1, layout, coords, size, "y"),
+            _arg(False, 2, layout, coords, 2 * size, "out")]
+    program = [{"op": "load", "arg": 0, "dtype": "float32"},
+               {"op": "load", "arg": 1, "dtype": "float32"}, {"op": "add", "in": [0, 1]}]
+    spec = OpSpec("add", False, space, args,
+                  {"program": program, "store": {"arg": 2, "value": 2, "dtype": "float32"}})
+    x, y = (torch.randn(5, 128, generator=torch.Generator().manual_seed(s)) for s in (0, 1))
+    memory = DeviceMemory(3 * size)
+    for i, t in enumerate((x, y)):
+        memory.write_bytes(i * size, stickify(t, layout).reshape(-1).view(torch.uint8))
+    prog = evaluate_module._Program(spec, "", {"hbm": memory})
+    assert prog.splits == {"c1": 32}
+    space_ = evaluate_module._Space(3).add(["c0", "c1"], [(0, 5), (0, 128)], prog.splits)
+    assert space_.shape == [5, 4, 32]
+    loaded = prog._load(program[0], space_, [])
+    assert loaded.untyped_storage().data_ptr() == memory.view(torch.float32).untyped_storage().data_ptr()
+    run_op_spec(spec, memory)
+    out = memory.read_bytes(2 * size, size).view(torch.float32)
+    assert torch.equal(out, stickify(x + y, layout).reshape(-1))
