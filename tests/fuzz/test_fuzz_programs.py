@@ -15,7 +15,9 @@ phase, programs are reproducible from their key.
 
 from __future__ import annotations
 
+import ast
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -27,7 +29,7 @@ import torch  # noqa: E402
 
 import fuzz_programs  # noqa: E402
 import fuzz_run  # noqa: E402
-from fuzz_gen import VARIANTS, Hint, generate  # noqa: E402
+from fuzz_gen import VARIANTS, Hint, _vars_in, generate  # noqa: E402
 
 SEED = 9
 COUNT = 200
@@ -98,6 +100,47 @@ def test_generator_covers_the_op_families_and_hint_forms():
     assert any(count == p.dims[d] for p in programs for h in p.hints
                for d, count in h.slices.items()), "no split equal to the dim size"
     assert all(1024 <= p.limit <= 64 * 1024 for p in programs)
+
+
+def _reduced_axes(op, values):
+    """(rank, axis) of every axis a sum/mean/amax/amin op reduces, or none."""
+    m = re.match(r"(\w+)\.(?:sum|mean|amax|amin)\((.*)\)$", op.expr)
+    if m is None:
+        return set()
+    rank = len(values[m.group(1)].shape)
+    dim = re.search(r"dim=(\([^)]*\)|-?\d+)", m.group(2))
+    dims = range(rank) if dim is None else ast.literal_eval(dim.group(1))
+    dims = [dims] if isinstance(dims, int) else dims
+    return {(rank, d % rank) for d in dims}
+
+
+def test_the_suite_set_has_every_form_the_issue_lists():
+    """In the 200 programs the suite runs: reductions over every axis of every rank,
+    3-D @ 2-D matmuls (``@``, ``torch.matmul``, ``F.linear``), views whose rows
+    straddle source rows, and hint blocks holding ops that carry no hinted dim."""
+    axes, matmul_3d_2d, straddling, untiled_in_hint = set(), 0, 0, 0
+    for i in range(COUNT):
+        p = generate(SEED, i)
+        values = {v.var: v for v in p.inputs + [op.out for op in p.ops]}
+        for j, op in enumerate(p.ops):
+            axes |= _reduced_axes(op, values)
+            mm = re.match(r"(?:(\w+) @ (\w+)|torch\.matmul\((\w+), (\w+)\)|F\.linear\((\w+), (\w+)[,)])",
+                          op.expr)
+            if mm:
+                a, b = [values[g] for g in mm.groups() if g]
+                matmul_3d_2d += (len(a.shape), len(b.shape)) == (3, 2)
+            view = re.match(r"(\w+)\.(?:view|reshape)\(", op.expr)
+            if view:
+                src, dst = values[view.group(1)].shape[-1], op.out.shape[-1]
+                straddling += bool(src % dst and dst % src)  # a row holds parts of two
+            for h in p.hints:
+                if h.first <= j <= h.last:
+                    names = {n for v in _vars_in(op.expr, list(values.values())) + [op.out]
+                             for n in v.names}
+                    untiled_in_hint += not names & set(h.slices)
+    assert axes == {(r, d) for r in (1, 2, 3, 4) for d in range(r)}
+    assert matmul_3d_2d >= 1 and straddling >= 1 and untiled_in_hint >= 1, (
+        matmul_3d_2d, straddling, untiled_in_hint)
 
 
 def _single_pointwise_program():
