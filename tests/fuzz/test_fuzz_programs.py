@@ -5,8 +5,10 @@ requires every one to be equal to eager or cleanly refused (no wrong value, no
 run-time error, no crash).  To stay within the suite's time budget each program
 is compiled in **one** variant, ``index % 4`` (untiled, manual hints, automatic
 tiling, mixed), so every variant is covered by 50 programs; the bench script
-runs every variant of every program.  (Measured on the 2-core machine: about 35-50 s
-of CPU for the 200 programs, most of it Inductor lowering inside the real backend.)
+runs every variant of every program.  (Measured 2026-12-02 on the shared 2-core machine,
+load ~7: 131 s of CPU, 4 min 38 s wall for the 200 programs -- under 3 minutes of CPU,
+over it in wall time only under that load; most of it Inductor lowering inside the
+real backend.)
 
 The harness checks make sure a green fuzz run means something: the comparison
 rejects a single wrong element and accepts rounding, outcomes are classified by
