@@ -294,6 +294,8 @@ class _Program:
         self._cacheable = self._loads_to_cache()
         self.splits = self._splits()
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
+        #: a matmul's operands' output symbols (None: not a matmul, or not known)
+        self.operand_symbols = self._operand_symbols()
 
     def _loads_to_cache(self) -> set[int]:
         """Args whose structured loads may be reused by later blocks of this run (a
@@ -324,6 +326,36 @@ class _Program:
             if len(ks) == 1 and size % (k := ks.pop()) == 0:
                 splits[name] = k
         return splits
+
+    def _operand_symbols(self) -> list[set[str]] | None:
+        """Per batchmatmul operand, the output symbols its value varies with.
+
+        A matmul never materialises ``a*b`` (``reductions.reduce_chunk``): its
+        temporaries are the operands and the output, so its chunk bound applies to
+        each of those, not to output x reduction points (which would cut a 1024^3
+        matmul into 1024 calls).  None for other ops and whenever a value's symbols
+        are not plain (indirect access)."""
+        if self.reduction is None or self.reduction["type"] != "batchmatmul":
+            return None
+        if any(a.arg.indirect for a in self.accesses) or any(
+                e["op"] == "indirect_index" for e in self.program):
+            return None
+        out = {n for n, _ in self.out}
+        deps: list[set[str]] = []
+        for entry in self.program[:self.reduction_at]:
+            kind = entry["op"]
+            if kind == "load":
+                arg = self.accesses[entry["arg"]].arg
+                names = {str(x) for c in arg.device_coordinates
+                         for x in getattr(c, "free_symbols", ())}
+            elif kind == "index_expr":
+                names = {str(x) for x in getattr(entry["expr"], "free_symbols", ())}
+            else:
+                names = set()
+            for i in [*entry.get("in", ()), *entry.get("masks", ())]:
+                names |= deps[i]
+            deps.append(names)
+        return [deps[i] & out for i in self.reduction["in"]]
 
     def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
@@ -446,13 +478,19 @@ class _Program:
             values.append(value)
         return values
 
-    def _reduce(self, out: _Space, out_shape: list[int], budget: int) -> Any:
-        """The reduction's value for every output point of ``out`` (shape ``out_shape``)."""
+    def _reduce(self, out: _Space, out_shape: list[int], budget: int,
+                block_out: dict[str, int] | None = None) -> Any:
+        """The reduction's value for every output point of ``out`` (shape ``out_shape``;
+        ``block_out``: each output symbol's extent in it, for a matmul's bound)."""
         kind = self.reduction["type"]
         names = [n for n, _ in self.red]
         ranges = [r for _, r in self.red]
         rank = len(out_shape) + len(ranges)
         points = math.prod(out_shape)
+        if self.operand_symbols is not None and block_out is not None:
+            # a matmul: bound each operand's chunk (its output extent x reduction block)
+            points = max(math.prod(block_out[n] for n in symbols)
+                         for symbols in self.operand_symbols)
         acc = None
         for block in _blocks(ranges, max(1, budget // max(points, 1))):
             space = _Space(rank, out).add(names, block)
@@ -468,6 +506,8 @@ class _Program:
         names = [n for n, _ in self.out]
         ranges = [r for _, r in self.out]
         r_total = math.prod(r for _, r in self.red) if self.reduction else 1
+        if self.operand_symbols is not None:
+            r_total = 1  # a matmul bounds output and operands, not their product (_reduce)
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
@@ -481,8 +521,9 @@ class _Program:
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
                 rank = len(shape) + len(self.red)
+                extents = {n: b - a for n, (a, b) in zip(names, block)}
                 reduced = self._reduce(_Space(rank).add(names, block, self.splits), shape,
-                                       CHUNK_ELEMENTS)
+                                       CHUNK_ELEMENTS, extents)
                 values = [None] * self.reduction_at + [reduced]
                 values = self._eval(space, start=self.reduction_at + 1, values=values)
             value = torch.as_tensor(values[self.store["value"]]).expand(shape)
