@@ -1,6 +1,7 @@
 """The structured (strided view) and general (gather/scatter) executor paths agree
-byte for byte on every program of the differential suite, the tiled programs and
-hand-written OpSpecs whose chunks cut stick runs.
+byte for byte on every program of the differential suite, the tiled programs, the
+differential fuzzer's bounded suite set (``tests/fuzz``: seed 9, programs 0..199,
+one variant each) and hand-written OpSpecs whose chunks cut stick runs.
 
 Each program is compiled once and run twice from zeroed device memory, first with
 ``views.FORCE_GENERAL`` (every access gathered and scattered point by point, what
@@ -18,13 +19,15 @@ os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 TESTS = Path(__file__).resolve().parent.parent
-for folder in ("backend", "tiling"):
-    if str(TESTS / folder) not in sys.path:
-        sys.path.insert(0, str(TESTS / folder))
+for folder in (TESTS / "backend", TESTS / "tiling", TESTS.parent / "bench"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
+import fuzz_run  # noqa: E402
 import pytest  # noqa: E402
 import sympy  # noqa: E402
 import torch  # noqa: E402
+from fuzz_gen import VARIANTS, generate  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from test_differential import CASES  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
@@ -34,6 +37,7 @@ from spyre_rules.executor import DeviceMemory, run_op_spec, stickify, views  # n
 from spyre_rules.executor import evaluate as evaluate_module  # noqa: E402
 from spyre_rules.executor.runtime import recent_kernels  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.layout import generic_stick_layout  # noqa: E402
 from spyre_rules.program.op_spec import OpSpec, TensorArg  # noqa: E402
 
@@ -50,11 +54,13 @@ def _run(compiled, inputs, kernels, general):
     views.FORCE_GENERAL = general
     try:
         with torch.no_grad():
-            out = compiled(*inputs)
+            out = _bytes(compiled(*inputs))
+    except fuzz_run.RUNTIME_ERRORS as exc:  # both paths must refuse alike
+        out = [(type(exc).__name__, str(exc), torch.empty(0, dtype=torch.uint8))]
     finally:
         views.FORCE_GENERAL = False
     memories = [k.device.memory().read_bytes(0, k.device.total_bytes).clone() for k in kernels]
-    return _bytes(out), memories
+    return out, memories
 
 
 def _assert_same(a, b):
@@ -65,19 +71,28 @@ def _assert_same(a, b):
         assert torch.equal(ma, mb), "device memory differs between the general and structured paths"
 
 
-def _compile_and_compare(fn, inputs, groups=(), unroll=False):
+def _compile_and_compare(fn, inputs, groups=(), unroll=False, settings=None):
     torch._dynamo.reset()
     before = max((k.serial for k in recent_kernels()), default=-1)
-    compiled = torch.compile(fn, backend="spyre_rules")
-    with config.patch(fallback="error", unroll_loops=unroll), explicit_groups(*groups), \
-            torch.no_grad():
-        compiled(*inputs)  # compile (and a first, structured run)
+    compiled = torch.compile(fn, backend="spyre_rules", dynamic=False)
+    settings = settings or {"fallback": "error", "unroll_loops": unroll}
+    with config.patch(**settings), explicit_groups(*groups), torch.no_grad():
+        try:
+            compiled(*inputs)  # compile (and a first, structured run)
+        except Exception as exc:  # noqa: BLE001 - only a clean refusal or a run-time error
+            if find_cause(exc, fuzz_run.CLEAN_REFUSALS) is None and \
+                    find_cause(exc, fuzz_run.RUNTIME_ERRORS) is None:
+                raise
+            if not any(k.serial > before for k in recent_kernels()):
+                torch._dynamo.reset()
+                return False  # refused at compile time: nothing ran
         kernels = [k for k in recent_kernels() if k.serial > before]
         assert kernels
         general = _run(compiled, inputs, kernels, general=True)
         structured = _run(compiled, inputs, kernels, general=False)
     _assert_same(general, structured)
     torch._dynamo.reset()
+    return True
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -92,6 +107,23 @@ def test_tiled_program(program):
         _compile_and_compare(program.fn, program.inputs(), program.groups, program.unroll)
     finally:
         clear_tensor_dims()
+
+
+FUZZ_SEED, FUZZ_COUNT = 9, 200  # tests/fuzz/test_fuzz_programs.py's bounded set
+
+
+@pytest.mark.parametrize("index", range(FUZZ_COUNT))
+def test_fuzzed_program(index, fresh_dims):
+    # each program in its one variant (index % 4), as tests/fuzz compiles it
+    program = generate(FUZZ_SEED, index)
+    variant = VARIANTS[index % len(VARIANTS)]
+    hinted = variant in ("manual", "mixed")
+    fn = fuzz_run._namespace(program)["f_hinted" if hinted else "f_plain"]
+    inputs = fuzz_run.make_inputs(program, named=hinted)
+    with torch._functorch.config.patch(check_custom_op_aliasing=False):  # as fuzz_run
+        ran = _compile_and_compare(fn, inputs, settings=fuzz_run.variant_settings(program, variant))
+    if not ran:
+        pytest.skip(f"{program.key} {variant}: refused at compile time")
 
 
 def test_executor_add_program():
