@@ -255,6 +255,9 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
     return active
 
 
+#: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
+_OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
+
 _AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
 
@@ -515,6 +518,8 @@ class _Program:
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
+                if self._store_in_place(space, shape, store_access, storage):
+                    continue
                 values = self._eval(space)
             else:
                 # Output grids carry trailing unit axes for the reduction axes, so
@@ -535,6 +540,37 @@ class _Program:
                 views.copy_out(store_access.memory.view(storage), plan, data)
             else:
                 store_access.memory.write(elements.reshape(-1), data.reshape(-1))
+
+    def _store_in_place(self, space: _Space, shape: list[int], access: _Access,
+                        storage: torch.dtype) -> bool:
+        """Compute the stored value straight into its view of device memory (``out=``),
+        saving the result's allocation and copy: only a float32 arithmetic op whose
+        operands already have the block's shape, stored without conversion through one
+        strided view no load of this op can overlap.  Elementwise, so the bytes are
+        those of computing then storing."""
+        entry = self.program[-1]
+        fn = _OUT_OPS.get(entry["op"])
+        if (fn is None or self.store["value"] != len(self.program) - 1 or storage != torch.float32
+                or dtypes.host_dtype(self.store["dtype"]) != torch.float32
+                or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
+            return False
+        plan = self.store_plan(access, space)
+        if plan is None:
+            return False
+        target = views.direct_view(access.memory.view(storage), plan)
+        if target is None or list(target.shape) != shape:
+            return False
+        values = self._eval(space, stop=len(self.program) - 1)
+        ins = [values[i] for i in entry["in"]]
+        if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
+                list(torch.broadcast_shapes(*(x.shape for x in ins))) != shape:
+            values.append(apply_pointwise(entry["op"], ins))  # the usual store
+            value = torch.as_tensor(values[-1]).expand(shape)
+            views.copy_out(access.memory.view(storage), plan,
+                           dtypes.to_storage(value, torch.float32, storage, f"op {self.name}: store"))
+            return True
+        fn(*ins, out=target)
+        return True
 
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once

@@ -232,3 +232,33 @@ def test_split_stick_loads_are_views_of_device_memory():
     run_op_spec(spec, memory)
     out = memory.read_bytes(2 * size, size).view(torch.float32)
     assert torch.equal(out, stickify(x + y, layout).reshape(-1))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_arithmetic_store_computes_into_device_memory(in_place):
+    # out = x * y: written straight into the store's view when no load can overlap it;
+    # stored in place over x (the store overlaps a load), the usual compute-then-copy.
+    layout = generic_stick_layout([5, 128], [128, 1], torch.float32)
+    coords = [sympy.floor(c1 / 32), c0, sympy.Mod(c1, 32)]
+    space = {c0: (sympy.Integer(5), 1), c1: (sympy.Integer(128), 1)}
+    size = layout.size_in_bytes
+    out_at = 0 if in_place else 2 * size
+    args = [_arg(True, 0, layout, coords, 0, "x"), _arg(True, 1, layout, coords, size, "y"),
+            _arg(False, 2, layout, coords, out_at, "out")]
+    program = [{"op": "load", "arg": 0, "dtype": "float32"},
+               {"op": "load", "arg": 1, "dtype": "float32"}, {"op": "mul", "in": [0, 1]}]
+    spec = OpSpec("mul", False, space, args,
+                  {"program": program, "store": {"arg": 2, "value": 2, "dtype": "float32"}})
+    x, y = (torch.randn(5, 128, generator=torch.Generator().manual_seed(s)) for s in (2, 3))
+    inputs = [(x, layout, 0), (y, layout, size)]
+    general, structured = _spec_memories(spec, inputs, 3 * size)
+    assert torch.equal(general, structured)
+    out = structured[out_at:out_at + size].view(torch.float32)
+    assert torch.equal(out, stickify(x * y, layout).reshape(-1))
+    memory = DeviceMemory(3 * size)
+    for tensor, lay, address in inputs:
+        memory.write_bytes(address, stickify(tensor, lay).reshape(-1).view(torch.uint8))
+    prog = evaluate_module._Program(spec, "", {"hbm": memory})
+    space_ = evaluate_module._Space(3).add(["c0", "c1"], [(0, 5), (0, 128)], prog.splits)
+    taken = prog._store_in_place(space_, space_.shape, prog.accesses[2], torch.float32)
+    assert taken is not in_place
