@@ -17,7 +17,8 @@ program (one variant, default every variant in turn) and runs it through the
 harness, printing the outcome.  ``--variants`` restricts the variants;
 ``--one-variant`` compiles each program in one variant only (``index % 4``),
 which is what the test suite does.  ``--refusals`` also prints one line per
-clean refusal.
+clean refusal.  ``--both-paths`` also runs every equal program on the executor's
+general and structured paths, which must agree byte for byte (``bench/fuzz_paths.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def variants_for(index: int, variants: tuple[str, ...], one_variant: bool) -> tu
 
 
 def fuzz(seed: int, count: int, variants: tuple[str, ...], one_variant: bool = False,
-         start: int = 0, on_result=None) -> dict[str, collections.Counter]:
+         start: int = 0, on_result=None, check_paths: bool = False) -> dict[str, collections.Counter]:
     """Run programs ``seed:start .. seed:start+count-1``; counts per variant."""
     import torch
 
@@ -53,7 +54,7 @@ def fuzz(seed: int, count: int, variants: tuple[str, ...], one_variant: bool = F
             torch._dynamo.reset()
         program = generate(seed, index)
         for variant in variants_for(index, variants, one_variant):
-            result = fuzz_run.run_variant(program, variant)
+            result = fuzz_run.run_variant(program, variant, check_paths)
             counts[variant][result.outcome] += 1
             if on_result is not None:
                 on_result(program, result)
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one variant per program (index %% 4), as the test suite does")
     parser.add_argument("--replay", metavar="SEED:INDEX")
     parser.add_argument("--refusals", action="store_true", help="print clean refusals too")
+    parser.add_argument("--both-paths", action="store_true",
+                        help="also compare the executor's general and structured paths")
     args = parser.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
     unknown = [v for v in variants if v not in VARIANTS]
@@ -138,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     try:
-        fuzz(args.seed, args.count, variants, args.one_variant, args.start, report)
+        fuzz(args.seed, args.count, variants, args.one_variant, args.start, report,
+             args.both_paths)
     except KeyboardInterrupt:  # a long run stopped by hand: still print what it found
         print(f"interrupted after {done['programs']} programs (the last may be partial)")
     elapsed = time.perf_counter() - start

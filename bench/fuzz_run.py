@@ -73,6 +73,7 @@ from spyre_rules.hints import (  # noqa: E402
 )
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
+import fuzz_paths  # noqa: E402
 from fuzz_gen import Program  # noqa: E402
 
 # Dynamo measures every new guard set's latency after a cache flush (tens of ms per
@@ -170,7 +171,10 @@ def _error_text(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def run_variant(program: Program, variant: str) -> Result:
+def run_variant(program: Program, variant: str, check_paths: bool = False) -> Result:
+    """Compile, run once, judge against eager; with ``check_paths`` an equal program
+    is also run on the executor's general and structured paths (``fuzz_paths``),
+    which must agree byte for byte (a difference is a wrong result of one of them)."""
     hinted = variant in ("manual", "mixed")
     ns = _namespace(program)
     fn = ns["f_hinted" if hinted else "f_plain"]
@@ -200,12 +204,17 @@ def run_variant(program: Program, variant: str) -> Result:
         # It only warns and never changes a value.
         with torch.no_grad(), config.patch(**variant_settings(program, variant)), \
                 torch._functorch.config.patch(check_custom_op_aliasing=False):
-            actual = torch.compile(fn, backend=backend, dynamic=False)(*inputs)
+            compiled = torch.compile(fn, backend=backend, dynamic=False)
+            before = fuzz_paths.newest_kernel_serial()
+            actual = compiled(*inputs)
+            message = compare(program, actual, expected, bound) if phase["state"] != "trace" else None
+            if message is None and check_paths and phase["state"] != "trace":
+                message = fuzz_paths.compare_paths(
+                    compiled, inputs, fuzz_paths.kernels_since(before), RUNTIME_ERRORS)
     except Exception as exc:  # noqa: BLE001 - every outcome is classified below
         return _classify(variant, phase, exc)
     if phase["state"] == "trace":
         return Result(variant, "crash", "the backend was never called", "")
-    message = compare(program, actual, expected, bound)
     if message is None:
         return Result(variant, "equal")
     return Result(variant, "wrong", message)

@@ -1,7 +1,8 @@
 """The structured (strided view) and general (gather/scatter) executor paths agree
 byte for byte on every program of the differential suite, the tiled programs, the
-differential fuzzer's bounded suite set (``tests/fuzz``: seed 9, programs 0..199,
-one variant each) and hand-written OpSpecs whose chunks cut stick runs.
+hand-written OpSpecs whose chunks cut stick runs; the differential fuzzer's bounded
+suite set (``tests/fuzz``: seed 9, programs 0..199) is compared on both paths by
+``tests/fuzz/test_fuzz_programs.py`` itself, right after each program's compile.
 
 Each program is compiled once and run twice from zeroed device memory, first with
 ``views.FORCE_GENERAL`` (every access gathered and scattered point by point, what
@@ -23,11 +24,11 @@ for folder in (TESTS / "backend", TESTS / "tiling", TESTS.parent / "bench"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import fuzz_paths  # noqa: E402
 import fuzz_run  # noqa: E402
 import pytest  # noqa: E402
 import sympy  # noqa: E402
 import torch  # noqa: E402
-from fuzz_gen import VARIANTS, generate  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from test_differential import CASES  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
@@ -35,45 +36,15 @@ from tiling_helpers import explicit_groups  # noqa: E402
 from spyre_rules import config  # noqa: E402
 from spyre_rules.executor import DeviceMemory, run_op_spec, stickify, views  # noqa: E402
 from spyre_rules.executor import evaluate as evaluate_module  # noqa: E402
-from spyre_rules.executor.runtime import recent_kernels  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
 from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.layout import generic_stick_layout  # noqa: E402
 from spyre_rules.program.op_spec import OpSpec, TensorArg  # noqa: E402
 
 
-def _bytes(value):
-    if isinstance(value, torch.Tensor):
-        return [(value.shape, value.dtype, value.contiguous().view(-1).view(torch.uint8))]
-    return [b for v in value for b in _bytes(v)]
-
-
-def _run(compiled, inputs, kernels, general):
-    for k in kernels:
-        k.device.reset()
-    views.FORCE_GENERAL = general
-    try:
-        with torch.no_grad():
-            out = _bytes(compiled(*inputs))
-    except fuzz_run.RUNTIME_ERRORS as exc:  # both paths must refuse alike
-        out = [(type(exc).__name__, str(exc), torch.empty(0, dtype=torch.uint8))]
-    finally:
-        views.FORCE_GENERAL = False
-    memories = [k.device.memory().read_bytes(0, k.device.total_bytes).clone() for k in kernels]
-    return out, memories
-
-
-def _assert_same(a, b):
-    for (sa, da, ba), (sb, db, bb) in zip(a[0], b[0], strict=True):
-        assert (sa, da) == (sb, db)
-        assert torch.equal(ba, bb), "outputs differ between the general and structured paths"
-    for ma, mb in zip(a[1], b[1], strict=True):
-        assert torch.equal(ma, mb), "device memory differs between the general and structured paths"
-
-
 def _compile_and_compare(fn, inputs, groups=(), unroll=False, settings=None):
     torch._dynamo.reset()
-    before = max((k.serial for k in recent_kernels()), default=-1)
+    before = fuzz_paths.newest_kernel_serial()
     compiled = torch.compile(fn, backend="spyre_rules", dynamic=False)
     settings = settings or {"fallback": "error", "unroll_loops": unroll}
     with config.patch(**settings), explicit_groups(*groups), torch.no_grad():
@@ -83,14 +54,13 @@ def _compile_and_compare(fn, inputs, groups=(), unroll=False, settings=None):
             if find_cause(exc, fuzz_run.CLEAN_REFUSALS) is None and \
                     find_cause(exc, fuzz_run.RUNTIME_ERRORS) is None:
                 raise
-            if not any(k.serial > before for k in recent_kernels()):
+            if not fuzz_paths.kernels_since(before):
                 torch._dynamo.reset()
                 return False  # refused at compile time: nothing ran
-        kernels = [k for k in recent_kernels() if k.serial > before]
+        kernels = fuzz_paths.kernels_since(before)
         assert kernels
-        general = _run(compiled, inputs, kernels, general=True)
-        structured = _run(compiled, inputs, kernels, general=False)
-    _assert_same(general, structured)
+        difference = fuzz_paths.compare_paths(compiled, inputs, kernels, fuzz_run.RUNTIME_ERRORS)
+    assert difference is None, difference
     torch._dynamo.reset()
     return True
 
@@ -107,23 +77,6 @@ def test_tiled_program(program):
         _compile_and_compare(program.fn, program.inputs(), program.groups, program.unroll)
     finally:
         clear_tensor_dims()
-
-
-FUZZ_SEED, FUZZ_COUNT = 9, 200  # tests/fuzz/test_fuzz_programs.py's bounded set
-
-
-@pytest.mark.parametrize("index", range(FUZZ_COUNT))
-def test_fuzzed_program(index, fresh_dims):
-    # each program in its one variant (index % 4), as tests/fuzz compiles it
-    program = generate(FUZZ_SEED, index)
-    variant = VARIANTS[index % len(VARIANTS)]
-    hinted = variant in ("manual", "mixed")
-    fn = fuzz_run._namespace(program)["f_hinted" if hinted else "f_plain"]
-    inputs = fuzz_run.make_inputs(program, named=hinted)
-    with torch._functorch.config.patch(check_custom_op_aliasing=False):  # as fuzz_run
-        ran = _compile_and_compare(fn, inputs, settings=fuzz_run.variant_settings(program, variant))
-    if not ran:
-        pytest.skip(f"{program.key} {variant}: refused at compile time")
 
 
 def test_executor_add_program():

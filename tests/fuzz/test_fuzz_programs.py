@@ -2,7 +2,9 @@
 
 ``test_fuzzed_programs_match_eager`` compiles 200 seeded random programs and
 requires every one to be equal to eager or cleanly refused (no wrong value, no
-run-time error, no crash).  To stay within the suite's time budget each program
+run-time error, no crash); every program that runs is also run on the executor's
+general and structured paths, which must give identical outputs and simulated HBM
+bytes (``bench/fuzz_paths.py``: two more runs of the compiled program, no second compile).  To stay within the suite's time budget each program
 is compiled in **one** variant, ``index % 4`` (untiled, manual hints, automatic
 tiling, mixed), so every variant is covered by 50 programs; the bench script
 runs every variant of every program.  (Measured 2026-12-02 on the shared 2-core machine,
@@ -50,7 +52,8 @@ def test_fuzzed_programs_match_eager():
         if result.outcome in (*fuzz_run.FAILURES, "skipped"):  # skipped: eager itself fails
             failures.append(fuzz_programs.failure_line(program, result))
 
-    counts = fuzz_programs.fuzz(SEED, COUNT, VARIANTS, one_variant=True, on_result=collect)
+    counts = fuzz_programs.fuzz(SEED, COUNT, VARIANTS, one_variant=True, on_result=collect,
+                                check_paths=True)
     assert sum(sum(c.values()) for c in counts.values()) == COUNT
     assert not failures, f"{len(failures)} failing programs:\n" + "\n".join(failures[:25])
 
