@@ -208,7 +208,8 @@ class _Grouper:
             return cells["carried"]
 
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
-                          auto_tiled_producers=self.auto_tiled_value(),
+                          # built when a rule reads it (only planned ops reach that rule)
+                          auto_tiled_producers=Lazy(self.auto_tiled_value),
                           hinted_producers=self.hinted)
         fired = self.ev.first_match(self.ev.program.grouping, env, op)
         if fired is None:
