@@ -21,6 +21,7 @@ from typing import Any
 from torch._inductor.virtualized import NullHandler, V
 
 from spyre_rules.engine.planner import Evaluator
+from spyre_rules.facts import memo
 from spyre_rules.engine.policy import get_policy
 from spyre_rules.engine.records import OpDecision, SpanOverflowTilePlan
 
@@ -102,7 +103,8 @@ def plan_graph(operations: Sequence[Any], max_cores: int | None = None) -> list[
     """One decision (with its trace) per op, in order; Unsupported is recorded."""
     ev = evaluator(max_cores)
     out = []
-    with graph_scope(operations) as graph_of:
+    # Planning reads the graph, never edits it: measurements of shared buffers hold for all ops.
+    with graph_scope(operations) as graph_of, memo.stable():
         for op in operations:
             with graph_of(op):
                 _require_graph(op)

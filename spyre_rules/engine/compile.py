@@ -189,7 +189,16 @@ class ExprCompiler:
     def c_Field(self, e: A.Field) -> Fn:
         obj = self.expr(e.obj)
         name, span = e.name.name, e.span
-        return lambda env: read_field(obj(env), name, span)
+        seen: list[type] = []  # the record type this field was last read from
+
+        def get(env: dict) -> Any:
+            value = obj(env)
+            if seen and type(value) is seen[0]:  # one site reads one record type: skip the check
+                return getattr(value, name)
+            found = read_field(value, name, span)
+            seen[:] = [type(value)]
+            return found
+        return get
 
     def c_TupleExpr(self, e: A.TupleExpr) -> Fn:
         items = [self.expr(i) for i in e.items]
@@ -265,6 +274,16 @@ class ExprCompiler:
             if op == "==":
                 return eq
             return lambda env: not eq(env)
+        if op == "&" and isinstance(e.right, A.Binary) and e.right.op == "|":
+            # a & (b | c) as (a & b) | (a & c): the same set, in time of the small ``a``
+            # (grouping meets an op's few reads with the ever-growing set of tiled ops).
+            b_left, b_right = self.expr(e.right.left), self.expr(e.right.right)
+
+            def meet_of_union(env: dict) -> frozenset:
+                x = frozenset(a(env))
+                y, z = frozenset(b_left(env)), frozenset(b_right(env))
+                return (x & y) | (x & z)
+            return meet_of_union
         if op == "//" or op == "%":
             def divide(env: dict) -> int:
                 left, right = a(env), b(env)

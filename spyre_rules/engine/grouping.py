@@ -39,6 +39,7 @@ from spyre_rules.lang.sections.grouping import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Carry, Level, Run, Tiling
+from spyre_rules.facts import memo
 from spyre_rules.facts import op_facts as facts
 
 __all__ = ["SPEC", "HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
@@ -207,7 +208,8 @@ class _Grouper:
             return cells["carried"]
 
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
-                          auto_tiled_producers=self.auto_tiled_value(),
+                          # built when a rule reads it (only planned ops reach that rule)
+                          auto_tiled_producers=Lazy(self.auto_tiled_value),
                           hinted_producers=self.hinted)
         fired = self.ev.first_match(self.ev.program.grouping, env, op)
         if fired is None:
@@ -291,6 +293,12 @@ def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
     ``trace``, when given, receives every step the grouping evaluator records
     (grouping rules, ``conforms``, the planner decisions it reads), also when
     grouping raises Unsupported: ``spyre-rules test`` reads it for coverage."""
+    with memo.stable():  # grouping reads the ops, never edits them (the applying pass does)
+        return _decide_groups(operations, max_cores, trace)
+
+
+def _decide_groups(operations: Sequence[Any], max_cores: int | None,
+                   trace: list[TraceStep] | None) -> GroupingOutcome:
     ev = evaluator(max_cores)
     if trace is not None:
         ev.trace = trace

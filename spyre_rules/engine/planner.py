@@ -30,6 +30,7 @@ from spyre_rules.engine.records import NO_PLAN, PLAN, UNSUPPORTED, OpDecision, S
 from spyre_rules.engine.search import SearchEvaluation, cap_splits
 from spyre_rules.engine.validation import ValidationEvaluation
 from spyre_rules.engine.values import Level, PlanRecord, Tiling
+from spyre_rules.facts import memo
 from spyre_rules.ir.op_identity import ir_class, op_name
 
 __all__ = ["Evaluator", "cap_splits"]
@@ -123,7 +124,8 @@ class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation,
         start = len(self.trace)
         name, kind = op_name(op), ir_class(op)
         try:
-            plan, reason = self._decide(op)
+            with memo.stable():  # deciding reads the IR, never edits it
+                plan, reason = self._decide(op)
         except Unsupported as err:
             return OpDecision(name, kind, UNSUPPORTED, None, str(err), self.trace[start:], err)
         decision = PLAN if plan is not None else NO_PLAN

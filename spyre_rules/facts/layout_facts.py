@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from spyre_rules.facts import memo
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.registry import Layout, fact
 from spyre_rules.facts.snapshot import layout_fingerprint
@@ -31,6 +32,11 @@ _LAYOUT_CACHE_SIZE = 1 << 14
 
 @fact
 def within_stick_dim(layout: Layout) -> int | None:
+    # asked per split count and input: kept by identity while the graph is stable
+    return memo.by_identity("within_stick_dim", layout, _within_stick_dim)
+
+
+def _within_stick_dim(layout: Layout) -> int | None:
     key = layout_fingerprint(layout)
     if key in _STICK_DIMS:
         return _STICK_DIMS[key]

@@ -343,7 +343,18 @@ def _output_coords(view: OutputView) -> tuple[Coord, ...]:
 
 def _named(buffer: str, records: Sequence[Coord]) -> list[Coord]:
     """Memoised records (measured without a buffer name) as records of ``buffer``."""
-    return [dataclasses.replace(c, buffer=buffer) for c in records]
+    return [_renamed(c, buffer) for c in records]
+
+
+def _renamed(record: Coord, buffer: str) -> Coord:
+    """``dataclasses.replace(record, buffer=buffer)`` without re-running ``__init__``
+    (asked per coordinate of every view: ``replace`` was a top cost).  ``Coord`` is a
+    frozen dataclass with no ``__post_init__``, so copying its fields is all ``replace`` does."""
+    copy = object.__new__(Coord)
+    fields = copy.__dict__
+    fields.update(record.__dict__)
+    fields["buffer"] = buffer
+    return copy
 
 
 def _coord_records(buffer: str, stl: Any, coords: list, spans: list, ranges: Mapping[Any, Any],

@@ -36,6 +36,7 @@ from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import NullHandler, V
 
 from spyre_rules.errors import CoordinateError
+from spyre_rules.facts import memo
 from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.per_tile import (
     CannotRebuild,
@@ -61,6 +62,12 @@ def static_layout(layout: Any) -> bool:
     """Every size, stride, device_size, stride_map entry and the stick size is an int."""
     if not isinstance(layout, FixedTiledLayout):
         return False
+    return memo.by_identity("static_layout", layout, _static_layout)
+
+
+def _static_layout(layout: FixedTiledLayout) -> bool:
+    if not isinstance(layout, FixedTiledLayout):
+        return False
     dl = layout.device_layout
     values = [*layout.size, *layout.stride, *dl.device_size, *dl.stride_map, dl.elems_per_stick]
     return all(_int(v) is not None for v in values)
@@ -70,6 +77,10 @@ def layout_fingerprint(layout: Any) -> tuple:
     """Everything a measurement reads from a layout (identity included: conservative)."""
     if layout is None:
         return (None,)
+    return memo.by_identity("layout_fingerprint", layout, _layout_fingerprint)
+
+
+def _layout_fingerprint(layout: Any) -> tuple:
     try:
         return (
             type(layout).__name__, id(layout), tuple(layout.size), tuple(layout.stride),
@@ -160,6 +171,9 @@ class OpFacts:
         self._rw: Any = None
         self._rw_error: str | None = None
         self._memo: dict[tuple, Any] = {}  # see per_snapshot
+        self._deps: tuple[list[MemoryDep], MemoryDep | None] | None = None  # of self._rw
+        self._scope = 0                    # see _in_scope
+        self._scope_memo: dict[Any, Any] = {}
 
     @property
     def graph(self) -> Any:
@@ -206,17 +220,28 @@ class OpFacts:
             return "no Inductor graph is set (V.graph); wrap the call in the op's graph"
         return self._rw_error
 
+    def _dependencies(self) -> tuple[list[MemoryDep], MemoryDep | None]:
+        """The MemoryDep reads and the single own-buffer write, kept once ``read_writes``
+        is (it never changes after that within a snapshot)."""
+        if self._deps is not None:
+            return self._deps
+        rw = self.read_writes
+        if rw is None:
+            return [], None
+        reads = [d for d in rw.reads if isinstance(d, MemoryDep)]
+        writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
+        write = writes[0] if len(writes) == 1 and writes[0].name == self.name else None
+        self._deps = (reads, write)
+        return self._deps
+
     @property
     def memory_reads(self) -> list[MemoryDep]:
-        rw = self.read_writes
-        return [] if rw is None else [d for d in rw.reads if isinstance(d, MemoryDep)]
+        return list(self._dependencies()[0])
 
     @property
     def write(self) -> MemoryDep | None:
         """The op's single MemoryDep write of its own buffer (None otherwise)."""
-        rw = self.read_writes
-        writes = [] if rw is None else [d for d in rw.writes if isinstance(d, MemoryDep)]
-        return writes[0] if len(writes) == 1 and writes[0].name == self.name else None
+        return self._dependencies()[1]
 
     @property
     def ranges(self) -> list[Any]:
@@ -270,6 +295,10 @@ class OpFacts:
 
     @property
     def reduction_dims(self) -> dict[sympy.Symbol, int]:
+        return self._reduction_dims()
+
+    @per_snapshot()
+    def _reduction_dims(self) -> dict[sympy.Symbol, int]:
         """Reduction symbol -> its *split dim*: ``rank + r`` for ``reduction_ranges[r]``.
 
         A plan names a reduction dim past the output dims (the convention of
@@ -295,11 +324,32 @@ class OpFacts:
     @property
     def reduction_symbols(self) -> frozenset:
         """Symbols of the op's MemoryDep read ranges that are not output symbols."""
+        return self._reduction_symbols()
+
+    @per_snapshot()
+    def _reduction_symbols(self) -> frozenset:
         dims = self.symbol_dims
-        syms = {s for dep in self.memory_reads for s in dep.ranges}
+        syms = {s for dep in self._dependencies()[0] for s in dep.ranges}
         return frozenset(s for s in syms if s not in dims)
 
     # ------------------------------------------------------------ reads
+
+    def _in_scope(self, slot: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept under ``slot`` while one stable scope is open (``memo.stable``:
+        nothing in the graph is edited, so answers that depend on other buffers hold).
+        Kept only once settled, as for ``per_snapshot``."""
+        scope = memo.stable_scope()
+        if not scope:
+            return compute()
+        if self._scope != scope:
+            self._scope, self._scope_memo = scope, {}
+        try:
+            return self._scope_memo[slot]
+        except KeyError:
+            value = compute()
+            if self._graph is not None and self._settled():
+                self._scope_memo[slot] = value
+            return value
 
     def buffer_layout(self, name: str) -> Any:
         """The FixedTiledLayout of buffer ``name`` in the op's graph (None if it has none).
@@ -307,6 +357,9 @@ class OpFacts:
         Constants have no IR buffer carrying our layout; the backend records theirs
         in the graph state (``spyre_rules_state.layouts``).
         """
+        return self._in_scope(("buffer_layout", name), lambda: self._buffer_layout(name))
+
+    def _buffer_layout(self, name: str) -> Any:
         graph = self.graph
         if graph is None:
             return None
@@ -328,10 +381,14 @@ class OpFacts:
     def input_reads(self) -> list[Read]:
         """Direct (not indirect) MemoryDep reads of buffers with a static FixedTiledLayout.
 
-        Not cached: another buffer's layout can change without this op changing.
+        Not cached across edits: another buffer's layout can change without this op
+        changing (kept only inside a stable scope, where nothing is edited).
         """
+        return list(self._in_scope("input_reads", self._input_reads))
+
+    def _input_reads(self) -> list[Read]:
         out = []
-        for position, dep in enumerate(self.memory_reads):
+        for position, dep in enumerate(self._dependencies()[0]):
             if dep.is_indirect() or not isinstance(dep.index, sympy.Expr):
                 continue
             layout = self.buffer_layout(dep.name)
@@ -342,13 +399,17 @@ class OpFacts:
 
     def dep_of(self, read: Read) -> MemoryDep:
         """The op's current MemoryDep that ``read`` describes."""
-        deps = [d for d in self.memory_reads if d.name == read.buffer]
+        reads = self._dependencies()[0]
         wanted = getattr(read, "_dep", None)
+        if wanted is not None:
+            position = getattr(read, "_position", None)
+            if position is not None and position < len(reads) and reads[position] is wanted \
+                    and wanted.name == read.buffer:
+                return wanted  # the common case: the Read came from this snapshot's reads
+        deps = [d for d in reads if d.name == read.buffer]
         if wanted is not None:
             same = [d for d in deps if d.index == wanted.index]
             if same:
-                position = getattr(read, "_position", None)
-                reads = self.memory_reads
                 if position is not None and position < len(reads) and reads[position] in same:
                     return reads[position]
                 return same[0]
