@@ -11,7 +11,7 @@ rounds of ``--runs`` calls; medians and the ratio executor / eager.  With
 structured one (``executor.views.FORCE_GENERAL``), which is what the executor
 did for every access before structured views.
 
-Run: ``python bench/bench_executor.py [--runs N] [--reps N] [--general]``.
+Run: ``python bench/bench_executor.py [--runs N] [--reps N] [--threads N] [--general]``.
 """
 
 from __future__ import annotations
@@ -106,9 +106,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="timed calls per measurement")
     parser.add_argument("--reps", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's own); on a loaded "
+                             "machine 1 keeps parallel ops from stalling on descheduled threads")
     parser.add_argument("--general", action="store_true",
                         help="also time the forced general (gather/scatter) path")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     has_switch = hasattr(views, "FORCE_GENERAL")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"median of {args.reps} rounds x {args.runs} calls")

@@ -27,3 +27,40 @@ def test_readme_quick_start_is_two_commands():
     commands = [line for line in quick.strip().splitlines() if line.strip()]
     assert len(commands) == 2
     assert commands[1] == "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+
+
+def _support_matrix() -> dict[str, tuple[str, str]]:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Support matrix", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("case", "---"):
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows
+
+
+def test_support_matrix_has_the_reduction_level_rows():
+    rows = _support_matrix()
+    supported = {case: yes for case, (yes, _) in rows.items()}
+    for case in (
+        "Reduction-controlled spans (a sum's reduced axis, a matmul's k)",
+        "Output and reduction levels in one plan",
+        "Reduction / BMM consumer of an open run, producer-consumer fusion (LM-head restickify "
+        "+ BMM; LayerNorm / RMSNorm on an auto-tiled residual add)",
+    ):
+        assert supported.get(case) == "Yes", case
+    assert supported["argmax / argmin / welford (var) over a tiled reduction dim"] == "No"
+
+
+def test_support_matrix_names_the_reductions_the_policy_splits():
+    """The reductions the row lists are those `reduction_combines` (rules/planner.rules) lets
+    a reduction level split; a policy edit that changes the set must change the row."""
+    rules = (ROOT / "rules" / "planner.rules").read_text()
+    rule = rules.split("require reduction_combines:", 1)[1].split("because", 1)[0]
+    kinds = re.findall(r'"(\w+)"', rule.split("kind in {", 1)[1].split("}", 1)[0])
+    row = _support_matrix()["Reduction-controlled spans (a sum's reduced axis, a matmul's k)"][1]
+    listed = row.rsplit(")", 1)[1].strip("; ")
+    assert listed == "sum, matmul, max, min, any; prod over integers only"
+    assert [k.replace("batchmatmul", "matmul") for k in kinds] == ["sum", "matmul", "max", "min", "any"]
+    assert 'kind == "prod" and output_dtype(op) in {"int32", "int64", "bool"}' in rule

@@ -255,6 +255,9 @@ def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | Non
     return active
 
 
+#: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
+_OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
+
 _AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
 
@@ -294,6 +297,8 @@ class _Program:
         self._cacheable = self._loads_to_cache()
         self.splits = self._splits()
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
+        #: a matmul's operands' output symbols (None: not a matmul, or not known)
+        self.operand_symbols = self._operand_symbols()
 
     def _loads_to_cache(self) -> set[int]:
         """Args whose structured loads may be reused by later blocks of this run (a
@@ -324,6 +329,36 @@ class _Program:
             if len(ks) == 1 and size % (k := ks.pop()) == 0:
                 splits[name] = k
         return splits
+
+    def _operand_symbols(self) -> list[set[str]] | None:
+        """Per batchmatmul operand, the output symbols its value varies with.
+
+        A matmul never materialises ``a*b`` (``reductions.reduce_chunk``): its
+        temporaries are the operands and the output, so its chunk bound applies to
+        each of those, not to output x reduction points (which would cut a 1024^3
+        matmul into 1024 calls).  None for other ops and whenever a value's symbols
+        are not plain (indirect access)."""
+        if self.reduction is None or self.reduction["type"] != "batchmatmul":
+            return None
+        if any(a.arg.indirect for a in self.accesses) or any(
+                e["op"] == "indirect_index" for e in self.program):
+            return None
+        out = {n for n, _ in self.out}
+        deps: list[set[str]] = []
+        for entry in self.program[:self.reduction_at]:
+            kind = entry["op"]
+            if kind == "load":
+                arg = self.accesses[entry["arg"]].arg
+                names = {str(x) for c in arg.device_coordinates
+                         for x in getattr(c, "free_symbols", ())}
+            elif kind == "index_expr":
+                names = {str(x) for x in getattr(entry["expr"], "free_symbols", ())}
+            else:
+                names = set()
+            for i in [*entry.get("in", ()), *entry.get("masks", ())]:
+                names |= deps[i]
+            deps.append(names)
+        return [deps[i] & out for i in self.reduction["in"]]
 
     def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
@@ -446,13 +481,19 @@ class _Program:
             values.append(value)
         return values
 
-    def _reduce(self, out: _Space, out_shape: list[int], budget: int) -> Any:
-        """The reduction's value for every output point of ``out`` (shape ``out_shape``)."""
+    def _reduce(self, out: _Space, out_shape: list[int], budget: int,
+                block_out: dict[str, int] | None = None) -> Any:
+        """The reduction's value for every output point of ``out`` (shape ``out_shape``;
+        ``block_out``: each output symbol's extent in it, for a matmul's bound)."""
         kind = self.reduction["type"]
         names = [n for n, _ in self.red]
         ranges = [r for _, r in self.red]
         rank = len(out_shape) + len(ranges)
         points = math.prod(out_shape)
+        if self.operand_symbols is not None and block_out is not None:
+            # a matmul: bound each operand's chunk (its output extent x reduction block)
+            points = max(math.prod(block_out[n] for n in symbols)
+                         for symbols in self.operand_symbols)
         acc = None
         for block in _blocks(ranges, max(1, budget // max(points, 1))):
             space = _Space(rank, out).add(names, block)
@@ -468,6 +509,8 @@ class _Program:
         names = [n for n, _ in self.out]
         ranges = [r for _, r in self.out]
         r_total = math.prod(r for _, r in self.red) if self.reduction else 1
+        if self.operand_symbols is not None:
+            r_total = 1  # a matmul bounds output and operands, not their product (_reduce)
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
@@ -475,14 +518,17 @@ class _Program:
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
+                if self._store_in_place(space, shape, store_access, storage):
+                    continue
                 values = self._eval(space)
             else:
                 # Output grids carry trailing unit axes for the reduction axes, so
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
                 rank = len(shape) + len(self.red)
+                extents = {n: b - a for n, (a, b) in zip(names, block)}
                 reduced = self._reduce(_Space(rank).add(names, block, self.splits), shape,
-                                       CHUNK_ELEMENTS)
+                                       CHUNK_ELEMENTS, extents)
                 values = [None] * self.reduction_at + [reduced]
                 values = self._eval(space, start=self.reduction_at + 1, values=values)
             value = torch.as_tensor(values[self.store["value"]]).expand(shape)
@@ -494,6 +540,37 @@ class _Program:
                 views.copy_out(store_access.memory.view(storage), plan, data)
             else:
                 store_access.memory.write(elements.reshape(-1), data.reshape(-1))
+
+    def _store_in_place(self, space: _Space, shape: list[int], access: _Access,
+                        storage: torch.dtype) -> bool:
+        """Compute the stored value straight into its view of device memory (``out=``),
+        saving the result's allocation and copy: only a float32 arithmetic op whose
+        operands already have the block's shape, stored without conversion through one
+        strided view no load of this op can overlap.  Elementwise, so the bytes are
+        those of computing then storing."""
+        entry = self.program[-1]
+        fn = _OUT_OPS.get(entry["op"])
+        if (fn is None or self.store["value"] != len(self.program) - 1 or storage != torch.float32
+                or dtypes.host_dtype(self.store["dtype"]) != torch.float32
+                or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
+            return False
+        plan = self.store_plan(access, space)
+        if plan is None:
+            return False
+        target = views.direct_view(access.memory.view(storage), plan)
+        if target is None or list(target.shape) != shape:
+            return False
+        values = self._eval(space, stop=len(self.program) - 1)
+        ins = [values[i] for i in entry["in"]]
+        if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
+                list(torch.broadcast_shapes(*(x.shape for x in ins))) != shape:
+            values.append(apply_pointwise(entry["op"], ins))  # the usual store
+            value = torch.as_tensor(values[-1]).expand(shape)
+            views.copy_out(access.memory.view(storage), plan,
+                           dtypes.to_storage(value, torch.float32, storage, f"op {self.name}: store"))
+            return True
+        fn(*ins, out=target)
+        return True
 
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once

@@ -110,7 +110,10 @@ class Structure:
         self.ks = ks
         self.strides = strides
         self.symbols = set(fns)
+        self.names = tuple(sorted(fns))
         self._injective: dict[tuple, bool] = {}
+        #: ``plan`` cache: (rank, the block's entry per symbol) -> Plan (base 0) or None
+        self.plans: dict[tuple, Plan | None] = {}
 
     def pieces(self, name: str, lo: int, hi: int) -> list[Piece]:
         """``[lo, hi)`` of ``name`` cut into pieces affine in their fine dims."""
@@ -196,15 +199,25 @@ def analyse(coordinates: list[Any], strides: list[int]) -> Structure | None:
 
 
 class Plan:
-    """The views of one structured access over one block (``None`` when off limits)."""
+    """The views of one structured access over one block (``None`` when off limits).
+
+    View offsets count from the arg's origin; ``base`` is the origin's element index
+    (allocation + loop offset), so one plan serves every loop iteration and call:
+    ``at`` moves only the base."""
+
+    __slots__ = ("shape", "views", "low", "high", "base")
 
     def __init__(self, shape: list[int], views: list[tuple[tuple[slice, ...], list[int],
                                                            list[int], list[int], int]],
-                 low: list[int], high: list[int]) -> None:
+                 low: list[int], high: list[int], base: int = 0) -> None:
         self.shape = shape
         self.views = views  # (out slices, fine shape, view sizes, view strides, element offset)
         self.low = low
         self.high = high
+        self.base = base
+
+    def at(self, base: int) -> Plan:
+        return Plan(self.shape, self.views, self.low, self.high, base)
 
 
 def _symbol_pieces(structure: Structure, name: str, where: tuple) -> list[Piece] | None:
@@ -228,7 +241,22 @@ def _symbol_pieces(structure: Structure, name: str, where: tuple) -> list[Piece]
 
 def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
     """Views of the block ``box`` (``base``: element index of the arg's origin), and every
-    coordinate's exact min/max over it; None if a symbol is unknown."""
+    coordinate's exact min/max over it; None if a symbol is unknown.  Cached per
+    structure, block and rank (the same blocks recur every call and loop iteration)."""
+    key = (rank, tuple(box.get(name) for name in structure.names))
+    hit = structure.plans.get(key, False)
+    if hit is False:
+        if len(structure.plans) >= _PLANS_PER_STRUCTURE:
+            structure.plans.clear()
+        hit = structure.plans[key] = _plan(structure, box, rank)
+    return None if hit is None else hit.at(base)
+
+
+#: Plans kept per structure (a loop's blocks, a reduction's chunks: a handful each).
+_PLANS_PER_STRUCTURE = 256
+
+
+def _plan(structure: Structure, box: Box, rank: int) -> Plan | None:
     const = list(structure.const)
     ranged = []
     for name in structure.symbols:
@@ -263,7 +291,7 @@ def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
             shape[where[0]], shape[where[0] + 1] = (where[2] - where[1]) // where[3], where[3]
         else:
             shape[where[0]] = where[2] - where[1]
-    offset0 = base + sum(c * s for c, s in zip(const, structure.strides))
+    offset0 = sum(c * s for c, s in zip(const, structure.strides))
     views = []
     for combo in itertools.product(*(pieces for _, pieces in per_symbol)):
         slices: list[slice] = [slice(None)] * len(shape)
@@ -301,7 +329,7 @@ def direct_view(memory_view: torch.Tensor, p: Plan) -> torch.Tensor | None:
     _, fine, sizes, strides, offset = p.views[0]
     if fine != p.shape or math.prod(sizes) == 0:
         return None
-    return memory_view.as_strided(sizes, strides, memory_view.storage_offset() + offset)
+    return memory_view.as_strided(sizes, strides, memory_view.storage_offset() + p.base + offset)
 
 
 def copy_in(memory_view: torch.Tensor, p: Plan, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -316,7 +344,7 @@ def copy_in(memory_view: torch.Tensor, p: Plan, dtype: torch.dtype | None = None
 def copy_into(memory_view: torch.Tensor, p: Plan, out: torch.Tensor) -> None:
     """Read the plan's points into ``out`` (shape ``p.shape``, any strides; its dtype
     only an exact widening of the memory's)."""
-    start = memory_view.storage_offset()  # as_strided offsets count from the storage
+    start = memory_view.storage_offset() + p.base  # as_strided offsets count from the storage
     for slices, fine, sizes, strides, offset in p.views:
         if math.prod(sizes) == 0:
             continue
@@ -329,7 +357,7 @@ def copy_out(memory_view: torch.Tensor, p: Plan, value: torch.Tensor) -> None:
     value = value.expand(p.shape) if p.shape else value.reshape(())
     if value.untyped_storage().data_ptr() == memory_view.untyped_storage().data_ptr():
         value = value.clone()  # a load's view of memory: read it all before writing
-    start = memory_view.storage_offset()
+    start = memory_view.storage_offset() + p.base
     for slices, fine, sizes, strides, offset in p.views:
         if math.prod(sizes) == 0:
             continue

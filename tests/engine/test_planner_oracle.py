@@ -22,9 +22,12 @@ write and each read (each element's offset enumerated: tile t is tile 0 moved
 by one constant stride per tiled dim, what the loop's affine offsets do), so
 every plan the planner accepts is one codegen can address.
 
-The planner is ``Unsupported`` exactly when no combination exists; an op left
-without a plan must fit untiled or have no split of any output dim that fits.  Each program is captured once and planned at
-several limits, so the test stays in the tens of seconds.
+The planner is ``Unsupported`` exactly when no combination of any of the op's
+split dims (output dims and reduction dims, not only those its candidates named)
+exists; an op left without a plan must fit untiled or have no split of any of its
+dims that fits.  The 320 random ops (at least 300) are captured eight to a graph
+(independent ops, one capture), each graph planned at its own random limit, so
+the test stays within about a minute of CPU.
 """
 
 from __future__ import annotations
@@ -42,14 +45,17 @@ import spyre_rules.engine
 from spyre_rules import config
 from spyre_rules.engine.api import evaluator
 from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
+from spyre_rules.facts import op_facts as facts
 from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
 from spyre_rules.facts.stick_layout import dtype_info
 
 from helpers import _check_coords, by_name, plan_translates, span_problems
 
-PROGRAMS = 48
-LIMITS_PER_PROGRAM = 7
+#: 40 graphs of 8 independent random ops: 320 ops, each planned at its graph's random limit
+GRAPHS = 40
+OPS_PER_GRAPH = 8
+LIMITS_PER_GRAPH = 1
 LIMITS = [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536]
 SIZES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128]
 
@@ -145,42 +151,109 @@ def _search_dims(decision):
     return sorted(pressure, key=lambda d: (-pressure[d][0], pressure[d][1]))
 
 
-CASES = [(seed, limit) for seed in range(PROGRAMS)
-         for limit in random.Random(seed).sample(LIMITS, LIMITS_PER_PROGRAM)]
+def _split_dims(op) -> list[int]:
+    """Every split dim of ``op``: its output dims, then ``rank + r`` per reduction dim."""
+    facts = op_facts(op)
+    return sorted(set(range(len(op.data.ranges))) | set(facts.reduction_dims.values()))
+
+
 _CAPTURED: dict[int, tuple] = {}
 
 
-def _captured(seed):
-    if seed not in _CAPTURED:
-        what, fn, inputs = _program(seed)
+def _captured(graph):
+    """Graph ``graph``: the ``OPS_PER_GRAPH`` programs ``graph * OPS_PER_GRAPH + j``,
+    independent (no shared input), captured as one graph -- one capture for many
+    ops.  Returns the programs' descriptions, the ops, and per graph-input name
+    (``arg<i>_1``) the description of the program it feeds."""
+    if graph not in _CAPTURED:
+        programs = [_program(graph * OPS_PER_GRAPH + j) for j in range(OPS_PER_GRAPH)]
+        owner, inputs = {}, []
+        for what, _, xs in programs:
+            for x in xs:
+                owner[f"arg{len(inputs)}_1"] = what  # Inductor's name of graph input i
+                inputs.append(x)
+
+        def fn(*flat):
+            out, at = [], 0
+            for _, f, xs in programs:
+                out.append(f(*flat[at:at + len(xs)]))
+                at += len(xs)
+            return tuple(out)
+
         torch._dynamo.reset()
-        _CAPTURED[seed] = (what, spyre_rules.capture_operations(fn, *inputs))
-    return _CAPTURED[seed]
+        _CAPTURED[graph] = ([what for what, _, _ in programs],
+                            spyre_rules.capture_operations(fn, *inputs), owner)
+    return _CAPTURED[graph]
 
 
-@pytest.mark.parametrize("seed", range(PROGRAMS))
-def test_planner_equals_verifier_brute_force(seed):
-    what, ops = _captured(seed)
-    for limit in random.Random(seed).sample(LIMITS, LIMITS_PER_PROGRAM):
+def _described(ops, op, owner) -> str:
+    """The program ``op`` belongs to (through the buffers it reads), for messages."""
+    seen, todo, found = set(), [op.get_name()], []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in owner:
+            found.append(owner[name])
+            continue
+        producer = next((o for o in ops if o.get_name() == name), None)
+        if producer is not None:
+            todo += sorted(facts.read_buffers(producer))
+    return "; ".join(sorted(set(found))) or "?"
+
+
+@pytest.mark.parametrize("graph", range(GRAPHS))
+def test_planner_equals_verifier_brute_force(graph):
+    whats, ops, owner = _captured(graph)
+    for limit in random.Random(graph).sample(LIMITS, LIMITS_PER_GRAPH):
         with config.patch(max_span_bytes=limit, sencores=1):
             decisions = spyre_rules.engine.plan_graph(ops)
             ev = evaluator()
             for decision in decisions:
                 op = by_name(ops, decision.op)
                 with ops.graph_context(0):
-                    where = f"{what} at {limit} B: {decision.op} {decision.decision} {decision.reason}"
+                    where = (f"{_described(ops, op, owner)} at {limit} B: {decision.op} "
+                             f"{decision.decision} {decision.reason}")
                     if decision.decision == "no plan":
                         # Nothing to tile: the op fits untiled, or no split of any of
-                        # its output dims makes it fit (never a refused safe plan).
+                        # its dims (output or reduction) makes it fit (never a refused
+                        # safe plan).
                         if op_facts(op).write is not None and _problems(op, (), limit):
-                            dims = list(range(len(op.data.ranges)))
-                            assert brute_force(op, dims, limit, ev) is None, where
+                            assert brute_force(op, _split_dims(op), limit, ev) is None, where
                         continue
                     expected = brute_force(op, _search_dims(decision), limit, ev)
                     got = decision.plan.splits if decision.plan else None
                     got = None if got is None else tuple(sorted((int(d), int(k)) for d, k in got))
                     assert got == expected, where
                     assert got is None or plan_translates(op, got), where
+                    if got is None and set(_split_dims(op)) - set(_search_dims(decision)):
+                        # Unsupported only when no combination of *any* of its split
+                        # dims exists, not only of those the candidates named.
+                        assert brute_force(op, _split_dims(op), limit, ev) is None, where
+
+
+def test_the_oracle_set_is_at_least_300_random_ops_of_every_kind():
+    """The random set the oracle test plans: at least 300 independent ops drawn over
+    pointwise ops on permuted inputs and reductions, both dtypes, ranks 1-4, and
+    limits from 1 to 64 KiB (captures not needed: the generator is pure)."""
+    programs = [_program(seed) for seed in range(GRAPHS * OPS_PER_GRAPH)]
+    assert len(programs) >= 300
+    whats = [what for what, _, _ in programs]
+    kinds = {"pointwise": " * 2 on ", "add_permuted": ") + y on ", "sum": ".sum(dim=",
+             "amax": ".amax(dim="}
+    assert {k: sum(needle in w for w in whats) >= 20 for k, needle in kinds.items()} == dict.fromkeys(
+        kinds, True)
+    assert {str(xs[0].dtype) for _, _, xs in programs} == {"torch.float16", "torch.float32"}
+    assert {xs[0].dim() for _, _, xs in programs} == {1, 2, 3, 4}
+    assert any("permute([" in w and w.split("permute(")[1].split(")")[0] !=
+               str(list(range(xs[0].dim()))) for w, (_, _, xs) in zip(whats, programs))
+    # reductions over every axis of every rank
+    reduced = {(xs[0].dim(), int(w.split("(dim=")[1].split(")")[0]))
+               for w, (_, _, xs) in zip(whats, programs) if "(dim=" in w}
+    assert reduced == {(r, d) for r in (2, 3, 4) for d in range(r)}
+    limits = {lim for g in range(GRAPHS) for lim in random.Random(g).sample(LIMITS, LIMITS_PER_GRAPH)}
+    assert min(limits) == 1024 and max(limits) == 65536
 
 
 def test_a_plan_the_old_full_buffer_rule_refused():

@@ -1,6 +1,7 @@
 """The structured (strided view) and general (gather/scatter) executor paths agree
-byte for byte on every program of the differential suite, the tiled programs and
-hand-written OpSpecs whose chunks cut stick runs.
+byte for byte on every program of the differential suite, the tiled programs, the
+differential fuzzer's bounded suite set (``tests/fuzz``: seed 9, programs 0..199,
+one variant each) and hand-written OpSpecs whose chunks cut stick runs.
 
 Each program is compiled once and run twice from zeroed device memory, first with
 ``views.FORCE_GENERAL`` (every access gathered and scattered point by point, what
@@ -18,13 +19,15 @@ os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 TESTS = Path(__file__).resolve().parent.parent
-for folder in ("backend", "tiling"):
-    if str(TESTS / folder) not in sys.path:
-        sys.path.insert(0, str(TESTS / folder))
+for folder in (TESTS / "backend", TESTS / "tiling", TESTS.parent / "bench"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
+import fuzz_run  # noqa: E402
 import pytest  # noqa: E402
 import sympy  # noqa: E402
 import torch  # noqa: E402
+from fuzz_gen import VARIANTS, generate  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from test_differential import CASES  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
@@ -34,6 +37,7 @@ from spyre_rules.executor import DeviceMemory, run_op_spec, stickify, views  # n
 from spyre_rules.executor import evaluate as evaluate_module  # noqa: E402
 from spyre_rules.executor.runtime import recent_kernels  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
+from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.layout import generic_stick_layout  # noqa: E402
 from spyre_rules.program.op_spec import OpSpec, TensorArg  # noqa: E402
 
@@ -50,11 +54,13 @@ def _run(compiled, inputs, kernels, general):
     views.FORCE_GENERAL = general
     try:
         with torch.no_grad():
-            out = compiled(*inputs)
+            out = _bytes(compiled(*inputs))
+    except fuzz_run.RUNTIME_ERRORS as exc:  # both paths must refuse alike
+        out = [(type(exc).__name__, str(exc), torch.empty(0, dtype=torch.uint8))]
     finally:
         views.FORCE_GENERAL = False
     memories = [k.device.memory().read_bytes(0, k.device.total_bytes).clone() for k in kernels]
-    return _bytes(out), memories
+    return out, memories
 
 
 def _assert_same(a, b):
@@ -65,19 +71,28 @@ def _assert_same(a, b):
         assert torch.equal(ma, mb), "device memory differs between the general and structured paths"
 
 
-def _compile_and_compare(fn, inputs, groups=(), unroll=False):
+def _compile_and_compare(fn, inputs, groups=(), unroll=False, settings=None):
     torch._dynamo.reset()
     before = max((k.serial for k in recent_kernels()), default=-1)
-    compiled = torch.compile(fn, backend="spyre_rules")
-    with config.patch(fallback="error", unroll_loops=unroll), explicit_groups(*groups), \
-            torch.no_grad():
-        compiled(*inputs)  # compile (and a first, structured run)
+    compiled = torch.compile(fn, backend="spyre_rules", dynamic=False)
+    settings = settings or {"fallback": "error", "unroll_loops": unroll}
+    with config.patch(**settings), explicit_groups(*groups), torch.no_grad():
+        try:
+            compiled(*inputs)  # compile (and a first, structured run)
+        except Exception as exc:  # noqa: BLE001 - only a clean refusal or a run-time error
+            if find_cause(exc, fuzz_run.CLEAN_REFUSALS) is None and \
+                    find_cause(exc, fuzz_run.RUNTIME_ERRORS) is None:
+                raise
+            if not any(k.serial > before for k in recent_kernels()):
+                torch._dynamo.reset()
+                return False  # refused at compile time: nothing ran
         kernels = [k for k in recent_kernels() if k.serial > before]
         assert kernels
         general = _run(compiled, inputs, kernels, general=True)
         structured = _run(compiled, inputs, kernels, general=False)
     _assert_same(general, structured)
     torch._dynamo.reset()
+    return True
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -92,6 +107,23 @@ def test_tiled_program(program):
         _compile_and_compare(program.fn, program.inputs(), program.groups, program.unroll)
     finally:
         clear_tensor_dims()
+
+
+FUZZ_SEED, FUZZ_COUNT = 9, 200  # tests/fuzz/test_fuzz_programs.py's bounded set
+
+
+@pytest.mark.parametrize("index", range(FUZZ_COUNT))
+def test_fuzzed_program(index, fresh_dims):
+    # each program in its one variant (index % 4), as tests/fuzz compiles it
+    program = generate(FUZZ_SEED, index)
+    variant = VARIANTS[index % len(VARIANTS)]
+    hinted = variant in ("manual", "mixed")
+    fn = fuzz_run._namespace(program)["f_hinted" if hinted else "f_plain"]
+    inputs = fuzz_run.make_inputs(program, named=hinted)
+    with torch._functorch.config.patch(check_custom_op_aliasing=False):  # as fuzz_run
+        ran = _compile_and_compare(fn, inputs, settings=fuzz_run.variant_settings(program, variant))
+    if not ran:
+        pytest.skip(f"{program.key} {variant}: refused at compile time")
 
 
 def test_executor_add_program():
@@ -200,3 +232,33 @@ def test_split_stick_loads_are_views_of_device_memory():
     run_op_spec(spec, memory)
     out = memory.read_bytes(2 * size, size).view(torch.float32)
     assert torch.equal(out, stickify(x + y, layout).reshape(-1))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_arithmetic_store_computes_into_device_memory(in_place):
+    # out = x * y: written straight into the store's view when no load can overlap it;
+    # stored in place over x (the store overlaps a load), the usual compute-then-copy.
+    layout = generic_stick_layout([5, 128], [128, 1], torch.float32)
+    coords = [sympy.floor(c1 / 32), c0, sympy.Mod(c1, 32)]
+    space = {c0: (sympy.Integer(5), 1), c1: (sympy.Integer(128), 1)}
+    size = layout.size_in_bytes
+    out_at = 0 if in_place else 2 * size
+    args = [_arg(True, 0, layout, coords, 0, "x"), _arg(True, 1, layout, coords, size, "y"),
+            _arg(False, 2, layout, coords, out_at, "out")]
+    program = [{"op": "load", "arg": 0, "dtype": "float32"},
+               {"op": "load", "arg": 1, "dtype": "float32"}, {"op": "mul", "in": [0, 1]}]
+    spec = OpSpec("mul", False, space, args,
+                  {"program": program, "store": {"arg": 2, "value": 2, "dtype": "float32"}})
+    x, y = (torch.randn(5, 128, generator=torch.Generator().manual_seed(s)) for s in (2, 3))
+    inputs = [(x, layout, 0), (y, layout, size)]
+    general, structured = _spec_memories(spec, inputs, 3 * size)
+    assert torch.equal(general, structured)
+    out = structured[out_at:out_at + size].view(torch.float32)
+    assert torch.equal(out, stickify(x * y, layout).reshape(-1))
+    memory = DeviceMemory(3 * size)
+    for tensor, lay, address in inputs:
+        memory.write_bytes(address, stickify(tensor, lay).reshape(-1).view(torch.uint8))
+    prog = evaluate_module._Program(spec, "", {"hbm": memory})
+    space_ = evaluate_module._Space(3).add(["c0", "c1"], [(0, 5), (0, 128)], prog.splits)
+    taken = prog._store_in_place(space_, space_.shape, prog.accesses[2], torch.float32)
+    assert taken is not in_place

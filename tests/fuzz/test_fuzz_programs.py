@@ -5,8 +5,10 @@ requires every one to be equal to eager or cleanly refused (no wrong value, no
 run-time error, no crash).  To stay within the suite's time budget each program
 is compiled in **one** variant, ``index % 4`` (untiled, manual hints, automatic
 tiling, mixed), so every variant is covered by 50 programs; the bench script
-runs every variant of every program.  (Measured on the 2-core machine: about 35-50 s
-of CPU for the 200 programs, most of it Inductor lowering inside the real backend.)
+runs every variant of every program.  (Measured 2026-12-02 on the shared 2-core machine,
+load ~7: 131 s of CPU, 4 min 38 s wall for the 200 programs -- under 3 minutes of CPU,
+over it in wall time only under that load; most of it Inductor lowering inside the
+real backend.)
 
 The harness checks make sure a green fuzz run means something: the comparison
 rejects a single wrong element and accepts rounding, outcomes are classified by
@@ -15,7 +17,9 @@ phase, programs are reproducible from their key.
 
 from __future__ import annotations
 
+import ast
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -27,7 +31,7 @@ import torch  # noqa: E402
 
 import fuzz_programs  # noqa: E402
 import fuzz_run  # noqa: E402
-from fuzz_gen import VARIANTS, Hint, generate  # noqa: E402
+from fuzz_gen import VARIANTS, Hint, _vars_in, generate  # noqa: E402
 
 SEED = 9
 COUNT = 200
@@ -98,6 +102,47 @@ def test_generator_covers_the_op_families_and_hint_forms():
     assert any(count == p.dims[d] for p in programs for h in p.hints
                for d, count in h.slices.items()), "no split equal to the dim size"
     assert all(1024 <= p.limit <= 64 * 1024 for p in programs)
+
+
+def _reduced_axes(op, values):
+    """(rank, axis) of every axis a sum/mean/amax/amin op reduces, or none."""
+    m = re.match(r"(\w+)\.(?:sum|mean|amax|amin)\((.*)\)$", op.expr)
+    if m is None:
+        return set()
+    rank = len(values[m.group(1)].shape)
+    dim = re.search(r"dim=(\([^)]*\)|-?\d+)", m.group(2))
+    dims = range(rank) if dim is None else ast.literal_eval(dim.group(1))
+    dims = [dims] if isinstance(dims, int) else dims
+    return {(rank, d % rank) for d in dims}
+
+
+def test_the_suite_set_has_every_form_the_issue_lists():
+    """In the 200 programs the suite runs: reductions over every axis of every rank,
+    3-D @ 2-D matmuls (``@``, ``torch.matmul``, ``F.linear``), views whose rows
+    straddle source rows, and hint blocks holding ops that carry no hinted dim."""
+    axes, matmul_3d_2d, straddling, untiled_in_hint = set(), 0, 0, 0
+    for i in range(COUNT):
+        p = generate(SEED, i)
+        values = {v.var: v for v in p.inputs + [op.out for op in p.ops]}
+        for j, op in enumerate(p.ops):
+            axes |= _reduced_axes(op, values)
+            mm = re.match(r"(?:(\w+) @ (\w+)|torch\.matmul\((\w+), (\w+)\)|F\.linear\((\w+), (\w+)[,)])",
+                          op.expr)
+            if mm:
+                a, b = [values[g] for g in mm.groups() if g]
+                matmul_3d_2d += (len(a.shape), len(b.shape)) == (3, 2)
+            view = re.match(r"(\w+)\.(?:view|reshape)\(", op.expr)
+            if view:
+                src, dst = values[view.group(1)].shape[-1], op.out.shape[-1]
+                straddling += bool(src % dst and dst % src)  # a row holds parts of two
+            for h in p.hints:
+                if h.first <= j <= h.last:
+                    names = {n for v in _vars_in(op.expr, list(values.values())) + [op.out]
+                             for n in v.names}
+                    untiled_in_hint += not names & set(h.slices)
+    assert axes == {(r, d) for r in (1, 2, 3, 4) for d in range(r)}
+    assert matmul_3d_2d >= 1 and straddling >= 1 and untiled_in_hint >= 1, (
+        matmul_3d_2d, straddling, untiled_in_hint)
 
 
 def _single_pointwise_program():
