@@ -4,7 +4,9 @@ Per model (small configs from ``tests/models/model_zoo.py``: 2 layers, hidden 64
 4 heads, sequence 16, random weights, nothing downloaded), compiled with
 ``fallback='eager'`` (the partition: ops without a Spyre lowering run as host steps):
 
-* ``compile s``: the first call (Dynamo trace + backend compile + first run);
+* ``compile s``: the first call (Dynamo trace + backend compile + first run),
+  wall time; ``cpu s``: the same call's CPU time of this process (what it costs
+  on a machine shared with other jobs);
 * ``run ratio``: steady-state call time of the compiled program (the CPU
   executor over simulated device memory) over the eager model's, medians of
   interleaved runs;
@@ -59,13 +61,14 @@ def bench_model(name: str, attn: str, dtype: torch.dtype, runs: int) -> dict:
             config.patch(fallback="eager", dump_dir=dump), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = torch.compile(model, backend="spyre_rules")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             out = compiled(ids)
         except Exception as exc:  # noqa: BLE001 - a bench row, not a crash
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
             return row
         row["compile_s"] = time.perf_counter() - start
+        row["compile_cpu_s"] = time.process_time() - cpu
         plans = [json.loads((f / "plan.json").read_text()) for f in sorted(Path(dump).iterdir())]
         expected = model(ids)
         compiled_t, eager_t = [], []
@@ -95,15 +98,17 @@ def main() -> None:
     dtype = getattr(torch, args.dtype)
     print(f"attn_implementation={args.attn} dtype={args.dtype} runs={args.runs} "
           f"(seq {model_zoo.SEQ}, hidden {model_zoo.HIDDEN}, {model_zoo.LAYERS} layers)")
-    header = f"{'model':<9} {'compile s':>9} {'run ratio':>9} {'ops':>5} {'host':>4} {'max err':>9}  first missing op"
+    header = (f"{'model':<9} {'compile s':>9} {'cpu s':>6} {'run ratio':>9} {'ops':>5} {'host':>4} "
+              f"{'max err':>9}  first missing op")
     print(header)
     print("-" * len(header))
     for name in args.models.split(","):
         row = bench_model(name, args.attn, dtype, args.runs)
         if "error" in row:
-            print(f"{name:<9} {'-':>9} {'-':>9} {'-':>5} {'-':>4} {'-':>9}  {row['error']}")
+            print(f"{name:<9} {'-':>9} {'-':>6} {'-':>9} {'-':>5} {'-':>4} {'-':>9}  {row['error']}")
             continue
-        print(f"{name:<9} {row['compile_s']:>9.1f} {row['run_ratio']:>9.1f} {row['ops']:>5} "
+        print(f"{name:<9} {row['compile_s']:>9.1f} {row['compile_cpu_s']:>6.1f} "
+              f"{row['run_ratio']:>9.1f} {row['ops']:>5} "
               f"{row['host']:>4} {row['max_err']:>9.2e}  {row['first_missing'][:110]}", flush=True)
 
 

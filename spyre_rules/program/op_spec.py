@@ -86,12 +86,27 @@ Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Union
 
 import sympy
-from sympy import sympify  # re-exported: the wrapper source calls it
 
 from spyre_rules.facts.stick_layout import BYTES_IN_STICK, DataFormat
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> sympy.Basic:
+    return sympy.sympify(text)
+
+
+def sympify(value: Any) -> Any:
+    """``sympy.sympify``, parsing each distinct string once: the wrapper source
+    spells every coordinate as ``sympify('<str>')`` and a model's wrapper repeats a
+    few dozen strings thousands of times (sympy's parser costs ~1 ms a call; its
+    results are immutable, so sharing one is safe)."""
+    if isinstance(value, str):
+        return _parse(value)
+    return sympy.sympify(value)
 
 
 def sticks_in_bytes(device_size: list[Any]) -> int:

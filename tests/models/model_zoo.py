@@ -91,10 +91,29 @@ def phi(attn: str):
         **_common(attn))
 
 
+def opt(attn: str):
+    from transformers import OPTConfig, OPTModel
+
+    return OPTModel, OPTConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, word_embed_proj_dim=HIDDEN, ffn_dim=FFN,
+        num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=64,
+        pad_token_id=1, bos_token_id=0, eos_token_id=0, **_common(attn))
+
+
+def gpt_neox(attn: str):
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+
+    return GPTNeoXModel, GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, max_position_embeddings=64, bos_token_id=0, eos_token_id=0,
+        **_common(attn))
+
+
 #: name -> builder(attn_implementation) -> (model class, config)
 MODELS = {
     "gpt2": gpt2, "llama": llama, "bert": bert, "granite": granite,
     "roberta": roberta, "mistral": mistral, "qwen2": qwen2, "phi": phi,
+    "opt": opt, "gpt_neox": gpt_neox,
 }
 
 
