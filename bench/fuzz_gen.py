@@ -677,10 +677,12 @@ class _Extension:
                 break
             self.gen.add(op)
             added += 1
+        # An op that gave up may have made an index input first; the input stays
+        # (unused), so its dims must be declared like every other input's.
+        self.program.dims.update(self.gen.dims)
         if not added:
             return
         self.program.outputs[0] = self.gen.ops[-1].out.var
-        self.program.dims.update(self.gen.dims)
         for h in self.program.hints:
             if h.last == old_last and self.rng.random() < 0.6:
                 h.last = len(self.gen.ops) - 1

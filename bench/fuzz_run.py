@@ -179,12 +179,13 @@ def run_variant(program: Program, variant: str, check_paths: bool = False) -> Re
     ns = _namespace(program)
     fn = ns["f_hinted" if hinted else "f_plain"]
     with torch.no_grad():
-        inputs = make_inputs(program, named=hinted)
         try:
+            inputs = make_inputs(program, named=hinted)
             expected = ns["f_plain"](*inputs)
             bound = ns["f_bound"](*inputs)
         except Exception as exc:  # noqa: BLE001 - a generator bug, not a compiler outcome
-            return Result(variant, "skipped", f"eager fails: {_error_text(exc)}", type(exc).__name__)
+            return Result(variant, "skipped", f"inputs or eager fail: {_error_text(exc)}",
+                          type(exc).__name__)
     phase = {"state": "trace", "exc": None}
 
     def backend(gm, example_inputs):

@@ -210,3 +210,13 @@ def test_a_hint_error_is_a_clean_refusal():
     program.hints = [Hint(0, 0, {"ZZ": 2})]
     result = fuzz_run.run_variant(program, "manual")
     assert (result.outcome, result.error) == ("refused", "HintError"), result
+
+
+@pytest.mark.parametrize("key", [(1203, 1160), (1202, 1941), (1202, 4697)])
+def test_an_index_input_left_by_an_op_that_gave_up_has_its_dims_declared(key):
+    # These programs keep an unused index input whose op gave up; its dim name was
+    # missing from Program.dims, so make_inputs raised and stopped a whole campaign.
+    program = generate(*key)
+    named = {n for v in program.inputs for n in v.names if n is not None}
+    assert named <= set(program.dims)
+    assert fuzz_run.run_variant(program, "manual").outcome in ("equal", "refused")
