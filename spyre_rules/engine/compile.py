@@ -27,7 +27,7 @@ from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
 from spyre_rules.lang.consts import UNITS
 from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Resolution
 from spyre_rules.lang.templates import is_reserved_name
-from spyre_rules.engine.values import iteration_order, render
+from spyre_rules.engine.values import NamesSoFar, as_set, iteration_order, render
 
 __all__ = ["CTX", "BASE", "EvalError", "Lazy", "ExprCompiler", "read_field"]
 
@@ -280,9 +280,9 @@ class ExprCompiler:
             b_left, b_right = self.expr(e.right.left), self.expr(e.right.right)
 
             def meet_of_union(env: dict) -> frozenset:
-                x = frozenset(a(env))
-                y, z = frozenset(b_left(env)), frozenset(b_right(env))
-                return (x & y) | (x & z)
+                x = as_set(a(env))
+                y, z = as_set(b_left(env)), as_set(b_right(env))
+                return frozenset(x & y) | frozenset(x & z)
             return meet_of_union
         if op == "//" or op == "%":
             def divide(env: dict) -> int:
@@ -295,11 +295,14 @@ class ExprCompiler:
             "<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
             ">": lambda x, y: x > y, ">=": lambda x, y: x >= y,
             "in": lambda x, y: x in y, "not in": lambda x, y: x not in y,
-            "subset": lambda x, y: frozenset(x) <= frozenset(y),
-            "|": lambda x, y: frozenset(x) | frozenset(y),
-            "&": lambda x, y: frozenset(x) & frozenset(y),
+            # as_set, not frozenset(): a set that grows with the graph (grouping's
+            # NamesSoFar) must not be copied per visit, and ``x & s`` only iterates x.
+            "subset": lambda x, y: as_set(x) <= as_set(y),
+            "|": lambda x, y: frozenset(as_set(x) | as_set(y)),
+            "&": lambda x, y: frozenset(as_set(x) & as_set(y)),
             "+": lambda x, y: x + y, "*": lambda x, y: x * y,
-            "-": lambda x, y: (frozenset(x) - frozenset(y)) if isinstance(x, frozenset) else x - y,
+            "-": lambda x, y: (frozenset(as_set(x) - as_set(y)))
+            if isinstance(x, (frozenset, NamesSoFar)) else x - y,
         }
         fn = simple[op]
         return lambda env: fn(a(env), b(env))
