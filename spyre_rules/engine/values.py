@@ -19,6 +19,7 @@ Rendering (docs/rules_language.md §7) lives here too, so traces, messages and
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Set
@@ -70,11 +71,12 @@ class NamesSoFar(Set):
     iterate the other operand only (``as_set`` keeps the view as it is).
     """
 
-    __slots__ = ("_names", "_position", "_n", "_hash")
+    __slots__ = ("_log", "_names", "_position", "_n", "_hash", "_text")
 
-    def __init__(self, names: list[str], position: dict[str, int], n: int) -> None:
-        self._names, self._position, self._n = names, position, n
+    def __init__(self, log: "NameLog", n: int) -> None:
+        self._log, self._names, self._position, self._n = log, log._names, log._position, n
         self._hash: int | None = None
+        self._text: str | None = None
 
     @classmethod
     def _from_iterable(cls, values: Iterable[Any]) -> frozenset:
@@ -98,26 +100,52 @@ class NamesSoFar(Set):
     def __repr__(self) -> str:
         return f"NamesSoFar({sorted(self)!r})"
 
+    def text(self) -> str:
+        """``render`` of the set (kept: traces render a run's members once per step)."""
+        if self._text is None:
+            if self._log.all_str:
+                self._text = "{" + ", ".join(map(repr, self._log.sorted_prefix(self._n))) + "}"
+            else:
+                self._text = "{" + ", ".join(render(v, False) for v in iteration_order(self)) + "}"
+        return self._text
+
 
 class NameLog:
     """An append-only list of distinct names whose :meth:`so_far` is a set value."""
 
-    __slots__ = ("_names", "_position")
+    __slots__ = ("_names", "_position", "_sorted", "_sorted_n", "all_str")
 
     def __init__(self) -> None:
         self._names: list[str] = []
         self._position: dict[str, int] = {}
+        self.all_str = True  # every name a str: rendered as repr(name), ordered as text
+        # the first _sorted_n names in order: the views are rendered oldest first
+        # (one per op of a run), each from the last by inserting the names after it
+        self._sorted: list[str] = []
+        self._sorted_n = 0
 
     def add(self, name: str) -> None:
         if name not in self._position:
             self._position[name] = len(self._names)
             self._names.append(name)
+            self.all_str = self.all_str and type(name) is str
 
     def __len__(self) -> int:
         return len(self._names)
 
     def so_far(self) -> NamesSoFar:
-        return NamesSoFar(self._names, self._position, len(self._names))
+        return NamesSoFar(self, len(self._names))
+
+    def sorted_prefix(self, n: int) -> list[str]:
+        """The first ``n`` names in the order of ``iteration_order`` (do not edit)."""
+        if n < self._sorted_n or not self.all_str:
+            return sorted(self._names[:n], key=sort_key)
+        if n > self._sorted_n:
+            merged = list(self._sorted)
+            for name in self._names[self._sorted_n:n]:
+                bisect.insort(merged, name)
+            self._sorted, self._sorted_n = merged, n
+        return self._sorted
 
 
 #: The runtime types of a ``set[T]`` value.
@@ -243,6 +271,8 @@ def render(value: Any, top: bool = True) -> str:
         return int_text(int(value))
     if isinstance(value, Tiling):
         return repr(value)
+    if isinstance(value, NamesSoFar):
+        return value.text()
     if isinstance(value, SET_TYPES):
         return "{" + ", ".join(render(v, False) for v in iteration_order(value)) + "}"
     if isinstance(value, list):

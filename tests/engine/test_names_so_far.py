@@ -60,3 +60,15 @@ def test_views_of_a_growing_log_stay_equal_to_their_prefix():
         views.append(log.so_far())
         log.add(f"buf{i}")
     assert [sorted(v) for v in views] == [[f"buf{j}" for j in range(i)] for i in range(6)]
+
+
+def test_text_of_views_rendered_in_any_order_is_the_frozensets():
+    log = NameLog()
+    views = []
+    for name in ["buf7", "buf30", "buf1", "buf12", "buf4"]:
+        log.add(name)
+        views.append(log.so_far())
+    texts = {id(v): render(frozenset(v)) for v in views}
+    for view in views[1:3] + views[::-1] + views:  # newer, then older ones, then all again
+        assert render(view) == texts[id(view)]
+    assert render(views[-1]) == "{'buf1', 'buf12', 'buf30', 'buf4', 'buf7'}"
