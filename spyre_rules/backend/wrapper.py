@@ -1,5 +1,7 @@
-"""Wrapper codegen: Inductor's Python wrapper plus our imports and no host
-allocation for buffers that live only in simulated device memory."""
+"""Wrapper codegen: Inductor's Python wrapper plus our imports, no host
+allocation for buffers that live only in simulated device memory, and every
+call of a graph with device kernels bracketed by ``spyre_device.begin_call()`` /
+``spyre_device.end_call()`` (executor/runtime.py)."""
 
 from __future__ import annotations
 
@@ -56,8 +58,14 @@ class RulesWrapperCodegen(PythonWrapperCodegen):
         self.writeline(f"{name} = None  # a region of {base}")
 
     def generate(self, is_inference: bool) -> Any:
-        result = super().generate(is_inference)
         state = graph_state(V.graph)
+        if state.device_var is not None and not getattr(self, "_call_bracketed", False):
+            # Every call starts knowing no graph input is resident in device memory
+            # (executor/resident.py); the end stops skips by kernels run outside a call.
+            self.lines.insert(0, f"{state.device_var}.begin_call()")
+            self.lines.append(f"{state.device_var}.end_call()")
+            self._call_bracketed = True
+        result = super().generate(is_inference)
         state.wrapper_source = result[0].value if hasattr(result[0], "value") else str(result[0])
         from spyre_rules.codegen.dump import dump_graph
 

@@ -34,6 +34,10 @@ class DeviceMemory:
         self._bytes = torch.zeros(-(-self.total_bytes // 8) * 8, dtype=torch.uint8)
         self._views: dict[torch.dtype, torch.Tensor] = {}
 
+    def clear(self) -> None:
+        """Every byte back to zero (a scratchpad reused by the next run)."""
+        self._bytes.zero_()
+
     def view(self, dtype: torch.dtype) -> torch.Tensor:
         """The whole memory as a flat tensor of ``dtype`` elements (structured views)."""
         return self._view(dtype)

@@ -22,6 +22,12 @@ into a fresh host tensor, ``rules_to_device`` stickifies what it wrote back::
     buf2 = torch.ops.aten.tanh.default(buf1)
     rules_to_device(spyre_device, TensorPlacement(name='buf2', ...), buf2)
 
+The wrapper brackets each call with ``spyre_device.begin_call()`` (its first
+statement) and ``spyre_device.end_call()``: within one call a kernel skips
+stickifying a graph input whose bytes are provably in its segment already
+(``executor/resident.py``); every OpSpec store range and every stickify
+invalidates what it overlaps.
+
 One device memory per compiled graph: calls of the same
 compiled graph must not run concurrently.
 """
@@ -38,6 +44,7 @@ import torch
 from spyre_rules.executor import dtypes, views
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.loops import check_affine, run_items
+from spyre_rules.executor.resident import ResidentInputs
 from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
@@ -67,6 +74,11 @@ class GraphDevice:
         self._memory: DeviceMemory | None = None
         #: host step transfers (rules_to_host / rules_to_device) so far (tests)
         self.host_transfers = 0
+        #: host tensors stickified into device memory, and writes skipped because
+        #: the bytes were there already (tests count both)
+        self.stickify_writes = 0
+        self.stickify_skips = 0
+        self.resident = ResidentInputs()
 
     def memory(self) -> DeviceMemory:
         if self._memory is None:
@@ -76,6 +88,28 @@ class GraphDevice:
     def reset(self) -> None:
         """Drop the memory: the next call starts from zeroed HBM (tests comparing runs)."""
         self._memory = None
+        self.resident.end()
+
+    def begin_call(self) -> None:
+        """A call of the compiled graph starts: nothing is known to be resident."""
+        self.resident.begin()
+
+    def end_call(self) -> None:
+        self.resident.end()
+
+    def write_input(self, p: TensorPlacement, tensor: Any, who: str) -> None:
+        """Stickify ``tensor`` into segment ``p`` unless its bytes are there already."""
+        if self.resident.holds(p, tensor):
+            self.stickify_skips += 1
+            return
+        self.resident.invalidate([(p.address, p.address + p.size_in_bytes)])
+        write_host_tensor(self.memory(), p, tensor, who)
+        self.stickify_writes += 1
+        self.resident.record(p, tensor)
+
+    def device_writes(self, ranges: list[tuple[int, int]]) -> None:
+        """HBM byte ranges a kernel's stores may write (before they run)."""
+        self.resident.invalidate(ranges)
 
 
 def _layout(p: TensorPlacement) -> SpyreTensorLayout:
@@ -109,17 +143,42 @@ class ProgramKernel:
         self.serial = next(_SERIAL)  # creation order, unique for the process
         self.calls = 0  # how often run() executed the program (tests prove execution)
         self.affine_checked = not any(isinstance(item, LoopSpec) for item in specs)
+        self._lx: DeviceMemory | None = None
 
-    def _lx_memory(self) -> DeviceMemory | None:
-        """The LX scratchpad: its own bounds-checked byte space, fresh per run (LX
-        contents never outlive a kernel).  Sized to the highest LX byte used."""
-        end = max((int(a.allocation["lx"]) + a.size_in_bytes
-                   for spec in iter_op_specs(self.specs) for a in spec.args
-                   if "lx" in a.allocation), default=0)
-        return DeviceMemory(end) if end else None
+    def footprint(self) -> tuple[list[tuple[int, int]], int]:
+        """The HBM byte ranges the kernel's stores may write, and the end of the LX
+        bytes it uses.  A store writes only inside its arg's allocation (its bounds
+        check raises before anything else is written), loop offsets included.
+        Recomputed per run: OpSpecs are mutable (tests edit them), and it costs a
+        few Python operations per OpSpec."""
+        ranges: list[tuple[int, int]] = []
+        lx_end = 0
+        for spec in iter_op_specs(self.specs):
+            store = spec.op_info.get("store")
+            written = None if not isinstance(store, dict) else store.get("arg")
+            for i, arg in enumerate(spec.args):
+                if "lx" in arg.allocation:
+                    lx_end = max(lx_end, int(arg.allocation["lx"]) + arg.size_in_bytes)
+                if "hbm" in arg.allocation and (written is None or i == written
+                                                or not arg.is_input):
+                    start = int(arg.allocation["hbm"])
+                    ranges.append((start, start + arg.size_in_bytes))
+        return ranges, lx_end
 
-    def _write_input(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
-        write_host_tensor(memory, p, tensor, f"kernel {self.name}")
+    def _lx_memory(self, end: int) -> DeviceMemory | None:
+        """The LX scratchpad: its own bounds-checked byte space, zeroed per run (LX
+        contents never outlive a kernel); one buffer per kernel, sized to the
+        highest LX byte used."""
+        if not end:
+            return None
+        if self._lx is None or self._lx.total_bytes != end:
+            self._lx = DeviceMemory(end)
+        else:
+            self._lx.clear()
+        return self._lx
+
+    def _write_input(self, p: TensorPlacement, tensor: torch.Tensor) -> None:
+        self.device.write_input(p, tensor, f"kernel {self.name}")
 
     def _read_output(self, memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> None:
         read_host_tensor(memory, p, tensor, f"kernel {self.name}")
@@ -128,12 +187,15 @@ class ProgramKernel:
         self.calls += 1
         memory = self.device.memory()
         for i, p in self.stickify.items():
-            self._write_input(memory, p, args[i])
+            self._write_input(p, args[i])
+        stores, lx_end = self.footprint()
+        # before the stores run: a store that raises half way has written already
+        self.device.device_writes(stores)
         if not self.affine_checked:
             # Once per program: compact loop addressing == exact coordinate shifts.
             check_affine(self.specs, self.name)
             self.affine_checked = True
-        run_items(self.specs, memory, self.name, lx=self._lx_memory())
+        run_items(self.specs, memory, self.name, lx=self._lx_memory(lx_end))
         for i, p in self.unstickify.items():
             self._read_output(memory, p, args[i])
 
@@ -205,7 +267,7 @@ def rules_to_host(device: GraphDevice, p: TensorPlacement) -> torch.Tensor:
 
 def rules_to_device(device: GraphDevice, p: TensorPlacement, tensor: torch.Tensor) -> None:
     """A host step's output: stickified into its device segment for the Spyre ops."""
-    write_host_tensor(device.memory(), p, tensor, f"host step output {p.name}")
+    device.write_input(p, tensor, f"host step output {p.name}")
     device.host_transfers += 1
 
 
