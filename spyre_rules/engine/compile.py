@@ -86,6 +86,20 @@ def _let_getter(key: int, fn: Fn, shared: bool) -> Fn:
     return get
 
 
+def _as_is(values: list) -> list:
+    return values
+
+
+def _conjunction(conds: list[Fn]) -> Fn | None:
+    """All of ``conds`` hold, evaluated in order up to the first that does not
+    (None: there are none)."""
+    if not conds:
+        return None
+    if len(conds) == 1:
+        return conds[0]
+    return lambda env: all(c(env) for c in conds)
+
+
 # ------------------------------------------------------------------ builtins
 
 
@@ -189,14 +203,15 @@ class ExprCompiler:
     def c_Field(self, e: A.Field) -> Fn:
         obj = self.expr(e.obj)
         name, span = e.name.name, e.span
-        seen: list[type] = []  # the record type this field was last read from
+        seen: type | None = None  # the record type this field was last read from
 
         def get(env: dict) -> Any:
+            nonlocal seen
             value = obj(env)
-            if seen and type(value) is seen[0]:  # one site reads one record type: skip the check
+            if type(value) is seen:  # one site reads one record type: skip the check
                 return getattr(value, name)
             found = read_field(value, name, span)
-            seen[:] = [type(value)]
+            seen = type(value)
             return found
         return get
 
@@ -237,8 +252,37 @@ class ExprCompiler:
             it = self.expr(clause.iter)
             key = self.slot(clause.var)
             conds = [self.expr(c) for c in clause.conds]
-            clauses.append((it, key, conds))
+            clauses.append((it, key, _conjunction(conds)))
         elt = self.expr(e.elt)
+        finish: Callable[[list], Any] = frozenset if out_set else _as_is
+
+        # One or two clauses (nearly every comprehension of a policy) as plain loops;
+        # deeper nests recurse.  The order of evaluation is the same in all three.
+        if len(clauses) == 1:
+            ((it, key, cond),) = clauses
+
+            def run_one(env: dict) -> Any:
+                out = []
+                for value in iteration_order(it(env)):
+                    env[key] = value
+                    if cond is None or cond(env):
+                        out.append(elt(env))
+                return finish(out)
+            return run_one
+        if len(clauses) == 2:
+            (it0, key0, cond0), (it1, key1, cond1) = clauses
+
+            def run_two(env: dict) -> Any:
+                out = []
+                for value in iteration_order(it0(env)):
+                    env[key0] = value
+                    if cond0 is None or cond0(env):
+                        for inner in iteration_order(it1(env)):
+                            env[key1] = inner
+                            if cond1 is None or cond1(env):
+                                out.append(elt(env))
+                return finish(out)
+            return run_two
 
         def run(env: dict) -> Any:
             out: list = []
@@ -247,14 +291,14 @@ class ExprCompiler:
                 if i == len(clauses):
                     out.append(elt(env))
                     return
-                it, key, conds = clauses[i]
+                it, key, cond = clauses[i]
                 for value in iteration_order(it(env)):
                     env[key] = value
-                    if all(c(env) for c in conds):
+                    if cond is None or cond(env):
                         loop(i + 1)
 
             loop(0)
-            return frozenset(out) if out_set else out
+            return finish(out)
         return run
 
     def c_Binary(self, e: A.Binary) -> Fn:

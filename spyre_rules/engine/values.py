@@ -233,7 +233,10 @@ ENGINE_RECORDS: dict[str, type] = {
 
 
 def iteration_order(values: Any) -> list:
-    """Elements of a list as they are; of a set in ascending order."""
+    """Elements of a list as they are; of a set in ascending order.  A list is
+    returned itself, not copied (the evaluator only iterates it): do not edit it."""
+    if type(values) is list:
+        return values
     if isinstance(values, SET_TYPES):
         return sorted(values, key=sort_key)
     return list(values)
