@@ -37,7 +37,6 @@ __all__ = [
     "to_compute",
     "to_dtype",
     "to_storage",
-    "check_storable",
     "from_storage",
 ]
 
@@ -88,18 +87,13 @@ def to_dtype(value: Any, dtype: torch.dtype) -> Any:
 
 def to_storage(value: torch.Tensor, host: torch.dtype, storage: torch.dtype, where: str) -> torch.Tensor:
     value = value.to(host)
-    check_storable(value, host, storage, where)
-    return value.to(storage)
-
-
-def check_storable(value: torch.Tensor, host: torch.dtype, storage: torch.dtype, where: str) -> None:
-    """Raise unless every value of host dtype ``host`` fits its device storage."""
     if host == torch.int64 and storage == torch.int32 and value.numel():
         lo, hi = torch.iinfo(torch.int32).min, torch.iinfo(torch.int32).max
         if int(value.min()) < lo or int(value.max()) > hi:
             raise DeviceOverflowError(
                 f"{where}: int64 value outside the int32 range of device format IEEE_INT32"
             )
+    return value.to(storage)
 
 
 def from_storage(value: torch.Tensor, host: torch.dtype) -> torch.Tensor:

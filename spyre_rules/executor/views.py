@@ -365,9 +365,7 @@ def copy_into(memory_view: torch.Tensor, p: Plan, out: torch.Tensor) -> None:
 
 
 def copy_out(memory_view: torch.Tensor, p: Plan, value: torch.Tensor) -> None:
-    """Write ``value`` (broadcast to the plan's shape) through the plan's views; a
-    ``value`` of another dtype is converted by ``copy_`` on the way (callers pass only
-    conversions whose bytes equal ``value.to(memory dtype)``)."""
+    """Write ``value`` (broadcast to the plan's shape) through the plan's views."""
     # a block of single indices is one point: its value may carry unit axes
     if value.shape != p.shape_tuple:
         value = value.expand(p.shape) if p.shape else value.reshape(())

@@ -34,7 +34,9 @@ def _expected(tensor, layout):
 
 @pytest.mark.parametrize("shape, dtype", [((4, 150), torch.float16), ((3, 37), torch.float32),
                                           ((70,), torch.bool), ((5, 33), torch.int64),
-                                          ((4, 150), torch.bfloat16), ((2, 3, 70), torch.int32)])
+                                          ((4, 150), torch.bfloat16), ((2, 3, 70), torch.int32),
+                                          ((3, 250), torch.float16), ((2, 5, 31), torch.float32),
+                                          ((4, 128), torch.float16)])
 def test_cached_write_and_read_give_the_general_bytes_padding_zero(shape, dtype):
     x = (torch.randn(shape) * 10).to(dtype)
     p, layout = _placement(shape, dtype, address=256)
@@ -54,6 +56,16 @@ def test_cached_write_and_read_give_the_general_bytes_padding_zero(shape, dtype)
     finally:
         views.FORCE_GENERAL = False
     assert torch.equal(_segment(general, p), _segment(memory, p))
+
+
+def test_padding_is_zeroed_by_index_when_small_else_by_one_memset():
+    few, _ = _placement((3, 250), torch.float16)  # device [4, 3, 64]: 6 of 256 per row
+    padding = runtime._transfer(DeviceMemory(few.size_in_bytes), few, few.host_stride).padding
+    assert padding.tolist() == [3 * 192 + r * 64 + e for r in range(3) for e in range(58, 64)]
+    many, _ = _placement((3, 37), torch.float32)  # 27 of 64 per row
+    assert runtime._transfer(DeviceMemory(many.size_in_bytes), many, many.host_stride).padding is True
+    none, _ = _placement((3, 64), torch.float32)
+    assert runtime._transfer(DeviceMemory(none.size_in_bytes), none, none.host_stride).padding is False
 
 
 def test_in_place_host_edit_is_written_again():
