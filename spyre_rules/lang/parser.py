@@ -337,7 +337,7 @@ class _Parser:
                 continue
             i = self._recover(stack, values, tokens, i)
 
-    def _unit_run(self, key: tuple[int, str | int, str]) -> int:
+    def _unit_run(self, key: tuple[int, int, str]) -> int:
         """The state on top after the run of one-child pass-on reductions that a
         ``ttype`` token starts from state ``top`` above ``beneath`` (each such
         reduction replaces the top state and leaves ``beneath`` in place, so the
