@@ -44,7 +44,7 @@ import torch
 from spyre_rules.executor import dtypes, views
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.loops import check_affine, run_items
-from spyre_rules.executor.resident import ResidentInputs
+from spyre_rules.executor.resident import ResidentInputs, placement_key
 from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
@@ -200,6 +200,72 @@ class ProgramKernel:
             self._read_output(memory, p, args[i])
 
 
+class _Transfer:
+    """A placement's structured transfer, derived once per placement, host strides and
+    memory size (``_transfer``): everything but the copies themselves."""
+
+    __slots__ = ("host", "storage", "plan", "padding")
+
+    def __init__(self, host: torch.dtype, storage: torch.dtype, plan: views.Plan,
+                 padding: torch.Tensor | bool) -> None:
+        self.host = host
+        self.storage = storage
+        self.plan = plan
+        #: the segment's padding elements (no host element maps there), which a write
+        #: zeroes: False (none), True (zero the whole segment first: most of it is
+        #: padding), or their element indices relative to the segment
+        self.padding = padding
+
+
+#: a write zeroes padding element by element only while it is at most this share of
+#: the segment (index_fill_ per element vs one memset of the whole segment)
+_PADDING_BY_INDEX = 1 / 8
+
+
+#: (placement_key, host strides, memory bytes) -> _Transfer, or None for the general
+#: path.  Every input of ``structured`` is in the key, so an entry never goes stale.
+_TRANSFERS: dict[tuple, _Transfer | None] = {}
+_TRANSFERS_LIMIT = 4096
+
+
+def _transfer(memory: DeviceMemory, p: TensorPlacement, host_stride: tuple[int, ...]) -> _Transfer | None:
+    if views.FORCE_GENERAL:
+        return None
+    key = (placement_key(p), host_stride, memory.total_bytes)
+    hit = _TRANSFERS.get(key, False)
+    if hit is False:
+        if len(_TRANSFERS) >= _TRANSFERS_LIMIT:
+            _TRANSFERS.clear()
+        hit = _TRANSFERS[key] = _derive_transfer(memory, p, host_stride)
+    return hit
+
+
+def _derive_transfer(memory: DeviceMemory, p: TensorPlacement,
+                     host_stride: tuple[int, ...]) -> _Transfer | None:
+    host = dtypes.host_dtype(p.host_dtype)
+    storage = dtypes.storage_dtype(p.device_dtype, host)
+    width = element_bytes(p.device_dtype)
+    nbytes = math.prod(p.device_size) * width
+    if nbytes != p.size_in_bytes or p.address + nbytes > memory.total_bytes or p.address % width:
+        return None
+    plan = structured(_layout(p), p.host_size, host_stride, p.address // width)
+    if plan is None:
+        return None
+    return _Transfer(host, storage, plan, _padding(plan, p.address // width, nbytes // width))
+
+
+def _padding(plan: views.Plan, base: int, count: int) -> torch.Tensor | bool:
+    """Which of the segment's ``count`` elements no host element is written to."""
+    real = math.prod(plan.shape)
+    if real == count:
+        return False  # the plan writes every point once (an injective layout)
+    if count - real > count * _PADDING_BY_INDEX:
+        return True
+    written = torch.zeros(count, dtype=torch.bool)
+    views.copy_out(written, plan.at(plan.base - base), torch.ones((), dtype=torch.bool))
+    return torch.nonzero(~written).reshape(-1)
+
+
 def write_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor,
                       who: str) -> None:
     """Stickify host ``tensor`` into its segment ``p`` of device memory."""
@@ -218,18 +284,20 @@ def write_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Te
 def _write_structured(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Tensor) -> bool:
     """Stickify straight into the segment through strided views (same bytes as
     ``stickify`` + ``write_bytes``); False when the layout is not structured."""
-    storage = dtypes.storage_dtype(p.device_dtype, tensor.dtype)
-    width = element_bytes(p.device_dtype)
-    nbytes = math.prod(p.device_size) * width
-    if nbytes != p.size_in_bytes or p.address + nbytes > memory.total_bytes or p.address % width:
+    transfer = _transfer(memory, p, tuple(tensor.stride()))
+    if transfer is None:
         return False
-    plan = structured(_layout(p), tensor.shape, tensor.stride(), p.address // width)
-    if plan is None:
-        return False
-    if tensor.numel() * width != nbytes:  # padding: the segment is zero there
-        memory.read_bytes(p.address, nbytes).zero_()
-    values = dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
-    views.copy_out(memory.view(storage), plan, values.reshape(plan.shape))
+    storage = transfer.storage
+    padding = transfer.padding  # the segment is zero there
+    if padding is True:
+        memory.read_bytes(p.address, p.size_in_bytes).zero_()
+    elif padding is not False:
+        memory.view(storage)[p.address // element_bytes(p.device_dtype):].index_fill_(0, padding, 0)
+    # no conversion: copy the host tensor itself.  A conversion runs on the contiguous
+    # host tensor first: converting inside a strided copy_ is slower (torch 2.13 CPU)
+    values = tensor if tensor.dtype == storage else \
+        dtypes.to_storage(tensor, tensor.dtype, storage, "stickify")
+    views.copy_out(memory.view(storage), transfer.plan, values.reshape(transfer.plan.shape))
     return True
 
 
@@ -237,20 +305,18 @@ def read_host_tensor(memory: DeviceMemory, p: TensorPlacement, tensor: torch.Ten
                      who: str) -> None:
     """Unstickify segment ``p`` of device memory into host ``tensor``."""
     _check_host(who, p, tensor)
-    host = dtypes.host_dtype(p.host_dtype)
-    storage = dtypes.storage_dtype(p.device_dtype, host)
-    width = element_bytes(p.device_dtype)
-    plan = None
-    if p.address % width == 0 and p.address + p.size_in_bytes <= memory.total_bytes:
-        plan = structured(_layout(p), p.host_size, p.host_stride, p.address // width)
-    if plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
-        # an exact conversion (or none): read straight into the caller's tensor
-        views.copy_into(memory.view(storage), plan, tensor.view(plan.shape))
-        return
-    if plan is not None:
+    transfer = _transfer(memory, p, tuple(p.host_stride))
+    if transfer is not None:
+        host, storage, plan = transfer.host, transfer.storage, transfer.plan
+        if storage == host or (storage, host) == (torch.int32, torch.int64):
+            # an exact conversion (or none): read straight into the caller's tensor
+            views.copy_into(memory.view(storage), plan, tensor.view(plan.shape))
+            return
         raw = views.copy_in(memory.view(storage), plan)
         tensor.copy_(dtypes.from_storage(raw, host).reshape(tuple(p.host_size)))
         return
+    host = dtypes.host_dtype(p.host_dtype)
+    storage = dtypes.storage_dtype(p.device_dtype, host)
     raw = memory.read_bytes(p.address, p.size_in_bytes).view(storage)
     value = unstickify(raw, _layout(p), p.host_size, p.host_stride, host)
     tensor.copy_(value)

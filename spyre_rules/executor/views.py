@@ -203,9 +203,10 @@ class Plan:
 
     View offsets count from the arg's origin; ``base`` is the origin's element index
     (allocation + loop offset), so one plan serves every loop iteration and call:
-    ``at`` moves only the base."""
+    ``at`` moves only the base.  ``steps`` are the non-empty views with a slice of
+    ``None`` where the view covers the whole block (nothing to index per copy)."""
 
-    __slots__ = ("shape", "views", "low", "high", "base")
+    __slots__ = ("shape", "views", "low", "high", "base", "steps", "shape_tuple")
 
     def __init__(self, shape: list[int], views: list[tuple[tuple[slice, ...], list[int],
                                                            list[int], list[int], int]],
@@ -215,9 +216,22 @@ class Plan:
         self.low = low
         self.high = high
         self.base = base
+        self.shape_tuple = tuple(shape)
+        self.steps = tuple((None if _covers(slices, shape) else slices, fine, sizes, strides, offset)
+                           for slices, fine, sizes, strides, offset in views
+                           if math.prod(sizes) != 0)
 
     def at(self, base: int) -> Plan:
-        return Plan(self.shape, self.views, self.low, self.high, base)
+        moved = Plan.__new__(Plan)
+        moved.shape, moved.views, moved.low, moved.high = self.shape, self.views, self.low, self.high
+        moved.steps, moved.shape_tuple, moved.base = self.steps, self.shape_tuple, base
+        return moved
+
+
+def _covers(slices: tuple[slice, ...], shape: list[int]) -> bool:
+    """The slices select every element of ``shape`` (indexing with them is a no-op)."""
+    return all(s.step in (None, 1) and (s.start or 0) == 0 and (s.stop is None or s.stop >= n)
+               for s, n in zip(slices, shape))
 
 
 def _symbol_pieces(structure: Structure, name: str, where: tuple) -> list[Piece] | None:
@@ -243,7 +257,7 @@ def plan(structure: Structure, box: Box, rank: int, base: int) -> Plan | None:
     """Views of the block ``box`` (``base``: element index of the arg's origin), and every
     coordinate's exact min/max over it; None if a symbol is unknown.  Cached per
     structure, block and rank (the same blocks recur every call and loop iteration)."""
-    key = (rank, tuple(box.get(name) for name in structure.names))
+    key = (rank, tuple(map(box.get, structure.names)))
     hit = structure.plans.get(key, False)
     if hit is False:
         if len(structure.plans) >= _PLANS_PER_STRUCTURE:
@@ -345,20 +359,19 @@ def copy_into(memory_view: torch.Tensor, p: Plan, out: torch.Tensor) -> None:
     """Read the plan's points into ``out`` (shape ``p.shape``, any strides; its dtype
     only an exact widening of the memory's)."""
     start = memory_view.storage_offset() + p.base  # as_strided offsets count from the storage
-    for slices, fine, sizes, strides, offset in p.views:
-        if math.prod(sizes) == 0:
-            continue
-        out[slices].view(fine).copy_(memory_view.as_strided(sizes, strides, start + offset))
+    for slices, fine, sizes, strides, offset in p.steps:
+        target = out if slices is None else out[slices]
+        target.view(fine).copy_(memory_view.as_strided(sizes, strides, start + offset))
 
 
 def copy_out(memory_view: torch.Tensor, p: Plan, value: torch.Tensor) -> None:
     """Write ``value`` (broadcast to the plan's shape) through the plan's views."""
     # a block of single indices is one point: its value may carry unit axes
-    value = value.expand(p.shape) if p.shape else value.reshape(())
+    if value.shape != p.shape_tuple:
+        value = value.expand(p.shape) if p.shape else value.reshape(())
     if value.untyped_storage().data_ptr() == memory_view.untyped_storage().data_ptr():
         value = value.clone()  # a load's view of memory: read it all before writing
     start = memory_view.storage_offset() + p.base
-    for slices, fine, sizes, strides, offset in p.views:
-        if math.prod(sizes) == 0:
-            continue
-        memory_view.as_strided(sizes, strides, start + offset).copy_(value[slices].view(fine))
+    for slices, fine, sizes, strides, offset in p.steps:
+        source = value if slices is None else value[slices]
+        memory_view.as_strided(sizes, strides, start + offset).copy_(source.view(fine))
