@@ -28,17 +28,19 @@ the following blocks of the same run when the store cannot overwrite it.
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from spyre_rules.executor import dtypes, reductions, views
-from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError, IndirectIndexError
+from spyre_rules.executor.access import Access as _Access
+from spyre_rules.executor.hbm import DeviceMemory
+from spyre_rules.executor.indirect import active_mask, bind_indirect_index
+from spyre_rules.executor.space import Space as _Space
+from spyre_rules.executor.space import blocks
 from spyre_rules.executor.sympy_eval import evaluate
-from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
+from spyre_rules.program.op_spec import OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 
 __all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
@@ -46,214 +48,8 @@ __all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
 #: Most iteration points evaluated at once.
 CHUNK_ELEMENTS = 1 << 20
 
-
-def _device_strides(size: list[int]) -> list[int]:
-    strides = [1] * len(size)
-    for d in range(len(size) - 2, -1, -1):
-        strides[d] = strides[d + 1] * int(size[d + 1])
-    return strides
-
-
-#: id(TensorArg) -> (the arg, the coordinates and strides analysed, their structure or
-#: None); the arg is kept so ids stay unique, the key re-checked because args are mutable.
-_STRUCTURES: dict[int, tuple[TensorArg, tuple, views.Structure | None]] = {}
-_STRUCTURES_LIMIT = 1 << 14
-
-
-def _structure(arg: TensorArg, strides: list[int]) -> views.Structure | None:
-    if arg.indirect:
-        return None  # data-dependent coordinates: the general gather, bounds-checked per point
-    key = (tuple(arg.device_coordinates), tuple(strides))
-    hit = _STRUCTURES.get(id(arg))
-    if hit is not None and hit[0] is arg and hit[1] == key:
-        return hit[2]
-    if len(_STRUCTURES) >= _STRUCTURES_LIMIT:
-        _STRUCTURES.clear()
-    structure = views.analyse(list(arg.device_coordinates), strides)
-    _STRUCTURES[id(arg)] = (arg, key, structure)
-    return structure
-
-
-class _Access:
-    """Address computation and bounds checks of one TensorArg in one op.
-
-    Works in *element* units of the arg's device format (byte address =
-    ``element * element_bytes``; segments are 128-byte aligned, so the base is a
-    whole number of elements).  Checks, cheapest first:
-
-    1. every device coordinate lies in ``[0, device_size[d])`` -- evaluated on the
-       coordinate's own (small, broadcastable) grid;
-    2. the address range implied by the coordinates' extremes lies in the
-       allocation ``[base, base + size_in_bytes)``; only if that bound fails is
-       every address checked to report the first bad one.
-    Masked-off lanes (loads under ``masked``) are exempt and read the base.
-    """
-
-    def __init__(self, op: str, arg: TensorArg, memories: dict[str, DeviceMemory],
-                 shift: int = 0) -> None:
-        kind = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
-        if kind is None or kind not in memories:
-            raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} has no HBM or LX allocation ({arg.allocation})"
-            )
-        self.op = op
-        self.arg = arg
-        self.memory = memories[kind]
-        self.width = element_bytes(arg.device_dtype)
-        self.base = int(arg.allocation[kind])
-        self.end = self.base + arg.size_in_bytes
-        if self.base % self.width or shift % self.width:
-            raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} allocation {self.base} (+ loop offset {shift}) "
-                f"is not aligned to its {self.width}-byte elements"
-            )
-        #: loop offset in elements (counted loops move the tile inside the allocation)
-        self.shift = shift // self.width
-        #: accessible elements relative to base: the allocation, narrowed to the
-        #: whole buffer's segment when the allocation is one unrolled tile of it
-        self.low_limit, self.limit = 0, (self.end - self.base) // self.width
-        if arg.segment is not None:
-            self.low_limit = max(0, (int(arg.segment[0]) - self.base) // self.width)
-            self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
-        self.strides = _device_strides(arg.device_size)
-        self.structure = _structure(arg, self.strides)
-
-    def view_plan(self, box: views.Box, rank: int) -> views.Plan | None:
-        """The block's strided views, if the access is structured and every point of
-        the block is in bounds (else the general path decides, with its exact errors)."""
-        if views.FORCE_GENERAL or self.structure is None:
-            return None
-        plan = views.plan(self.structure, box, rank, self.base // self.width + self.shift)
-        if plan is None:
-            return None
-        low = self.shift + sum(c * s for c, s in zip(plan.low, self.strides))
-        high = self.shift + sum(c * s for c, s in zip(plan.high, self.strides))
-        if low < self.low_limit or high >= self.limit or any(
-                lo < 0 or hi >= int(size)
-                for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)):
-            return None
-        return plan
-
-    def _fail(self, access: str, offset: Any, bad: torch.Tensor, detail: str) -> DeviceMemoryError:
-        offset, bad = torch.broadcast_tensors(torch.as_tensor(offset), bad)
-        element = offset[bad].flatten()[0]
-        address = self.base + int(element) * self.width
-        segment = ""
-        if self.arg.segment is not None:
-            segment = f" of the buffer [{int(self.arg.segment[0])}, {int(self.arg.segment[1])})"
-        return DeviceMemoryError(
-            f"op {self.op}: {access} of tensor {self.arg.name} at byte address {address} "
-            f"{detail} (allocation [{self.base}, {self.end}){segment})"
-        )
-
-    def elements(self, env: dict[str, Any], active: torch.Tensor | None, access: str) -> torch.Tensor:
-        """Global element indices (into the HBM view of this arg's storage dtype)."""
-        offset: Any = self.shift
-        low = high = self.shift
-        for d, (expr, stride) in enumerate(zip(self.arg.device_coordinates, self.strides)):
-            coord = torch.as_tensor(evaluate(expr, env), dtype=torch.int64)
-            size = int(self.arg.device_size[d])
-            outside = (coord < 0) | (coord >= size)
-            if active is not None:
-                outside = outside & active
-            if bool(outside.any()):
-                raise self._fail(access, offset + coord * stride, outside,
-                                 f"has device coordinate {d} = {expr} outside [0, {size})")
-            if coord.numel():
-                low += int(coord.min()) * stride
-                high += int(coord.max()) * stride
-            offset = offset + coord * stride
-        offset = torch.as_tensor(offset, dtype=torch.int64)
-        if low < self.low_limit or high >= self.limit:  # cheap bound failed: find the culprit
-            bad = (offset < self.low_limit) | (offset >= self.limit)
-            if active is not None:
-                bad = bad & active
-            if bool(bad.any()):
-                raise self._fail(access, offset, bad, "is outside its allocation")
-        if active is not None:
-            offset = torch.where(active, offset, 0)
-        return offset + self.base // self.width
-
-
-def _blocks(ranges: list[int], budget: int) -> Iterator[list[tuple[int, int]]]:
-    """Cover the row-major space ``ranges`` with blocks of at most ``budget`` points.
-
-    Each block is one ``(start, stop)`` per axis: the axes after a *split axis*
-    are whole, the split axis is cut into runs, the axes before it are single
-    indices.  The split axis is the outermost one whose inner axes fit the budget.
-    """
-    inner = [math.prod(ranges[i + 1:]) for i in range(len(ranges))]
-    split = next((i for i, n in enumerate(inner) if n <= budget), None)
-    if split is None:  # no axes: one point
-        yield []
-        return
-    run = max(1, budget // inner[split])
-    for prefix in itertools.product(*(range(r) for r in ranges[:split])):
-        for a in range(0, ranges[split], run):
-            yield ([(i, i + 1) for i in prefix] + [(a, min(ranges[split], a + run))]
-                   + [(0, r) for r in ranges[split + 1:]])
-
-
-class _Space:
-    """One chunk of the iteration space: an int64 grid per symbol (``env``, each
-    varying along its own axes of a ``rank``-dim chunk; single-index axes become
-    plain ints) and the same as ranges (``box``) for the structured views.
-
-    A symbol in ``splits`` whose block is whole runs of its ``k`` takes two axes
-    ``(q, r)``, ``c = start + q*k + r``: then a stick-split access is one strided view
-    in the chunk's own shape, read and computed on without a copy."""
-
-    def __init__(self, rank: int, parent: _Space | None = None) -> None:
-        self.rank = rank
-        self.env: dict[str, Any] = dict(parent.env) if parent else {}
-        self.box: views.Box = dict(parent.box) if parent else {}
-        self.shape: list[int] = list(parent.shape) if parent else []
-
-    @staticmethod
-    def dims(names: list[str], block: list[tuple[int, int]], splits: dict[str, int]) -> list[int]:
-        """The chunk's axis sizes for ``block`` (a split symbol gives two)."""
-        out: list[int] = []
-        for name, (a, b) in zip(names, block):
-            k = splits.get(name, 1)
-            out += [(b - a) // k, k] if _split(k, a, b) else [b - a]
-        return out
-
-    def add(self, names: list[str], block: list[tuple[int, int]],
-            splits: dict[str, int] | None = None) -> _Space:
-        splits = splits or {}
-        for name, (a, b) in zip(names, block):
-            axis = len(self.shape)
-            k = splits.get(name, 1)
-            if b - a == 1:
-                self.env[name] = self.box[name] = a
-                self.shape.append(1)
-                continue
-            shape = [1] * self.rank
-            if _split(k, a, b):
-                shape[axis], shape[axis + 1] = (b - a) // k, k
-                self.box[name] = (axis, a, b, k)
-                self.shape += [(b - a) // k, k]
-            else:
-                shape[axis] = b - a
-                self.box[name] = (axis, a, b)
-                self.shape.append(b - a)
-            self.env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
-        return self
-
-
-def _split(k: int, a: int, b: int) -> bool:
-    return k > 1 and a % k == 0 and (b - a) % k == 0 and b - a > k
-
-
-def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | None:
-    masks = entry.get("masks")
-    if not masks:
-        return None
-    active = torch.as_tensor(values[masks[0]]).bool()
-    for m in masks[1:]:
-        active = active & torch.as_tensor(values[m]).bool()
-    return active
-
+#: Cached per-spec facts kept at most (ids of dead specs are dropped with the lot).
+_CACHE_LIMIT = 1 << 14
 
 #: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
@@ -271,7 +67,7 @@ def _axes(spec: OpSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     hit = _AXES.get(id(spec))
     if hit is not None and hit[0] is spec and hit[1] == key:
         return hit[2]
-    if len(_AXES) >= _STRUCTURES_LIMIT:
+    if len(_AXES) >= _CACHE_LIMIT:
         _AXES.clear()
     red = {str(s) for s in reds}
     items = [(str(s), int(r)) for s, (r, _) in items_in]
@@ -362,7 +158,7 @@ class _Program:
 
     def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
         access = self.accesses[entry["arg"]]
-        active = _active_mask(entry, values)
+        active = active_mask(entry, values)
         host = dtypes.host_dtype(entry["dtype"])
         storage = dtypes.storage_dtype(access.arg.device_dtype, host)
         key = None
@@ -393,61 +189,6 @@ class _Program:
             self._loaded[id(entry)] = (key, value)  # the latest per load: bounded memory
         return value
 
-    def _indirect_index(self, entry: dict[str, Any], values: list[Any],
-                        env: dict[str, Any]) -> torch.Tensor:
-        """Bind an indirect symbol to its index values (op_spec.py), refusing any index
-        outside ``[0, size)`` -- it would read another row, or past the tensor."""
-        index = torch.as_tensor(values[entry["in"][0]])
-        if index.is_floating_point() or index.dtype == torch.bool:
-            raise IndirectIndexError(
-                f"op {self.name}: indirect index {entry['symbol']} is a {index.dtype} value, "
-                "not an integer")
-        index = index.to(torch.int64)
-        size = int(entry["size"])
-        if entry.get("wrap_neg", True):
-            index = torch.where(index < 0, index + size, index)
-        bad = (index < 0) | (index >= size)
-        active = _active_mask(entry, values)
-        if active is not None:
-            bad = bad & active
-            index = torch.where(active, index, 0)
-        if bool(bad.any()):
-            original = torch.as_tensor(values[entry["in"][0]]).to(torch.int64)
-            original = torch.broadcast_to(original, torch.broadcast_shapes(original.shape, bad.shape))
-            where = self._point(bad, env)
-            raise IndirectIndexError(
-                f"op {self.name}: indirect index {entry['symbol']} = {int(original[bad][0])}"
-                f"{where} is outside [0, {size}) of the dim it indexes"
-                f"{self._index_tensor(entry, values)}")
-        env[entry["symbol"]] = index
-        return index
-
-    def _index_tensor(self, entry: dict[str, Any], values: list[Any]) -> str:
-        source = self.program[entry["in"][0]]
-        while source["op"] in ("to_dtype", "identity"):
-            source = self.program[source["in"][0]]
-        users = [a.name for a in self.spec.args if any(str(i.symbol) == entry["symbol"]
-                                                         for i in a.indirect)]
-        read = f"; read from tensor {self.spec.args[source['arg']].name}" if source["op"] == "load" else ""
-        return f" (indexing tensor {', '.join(map(str, users))}{read})"
-
-    @staticmethod
-    def _point(bad: torch.Tensor, env: dict[str, Any]) -> str:
-        """`` at c0=.., c1=..`` for the first offending iteration point."""
-        first = [int(i[0]) for i in bad.nonzero(as_tuple=True)]
-        names = []
-        for name, grid in env.items():
-            if not name.startswith("c"):
-                continue
-            if isinstance(grid, torch.Tensor):
-                axis = next((a for a, n in enumerate(grid.shape) if n > 1), None)
-                if axis is None or axis >= len(first) or bad.shape[axis] == 1:
-                    continue  # the index does not vary along this symbol
-                names.append(f"{name}={int(grid.flatten()[first[axis]])}")
-            else:
-                names.append(f"{name}={grid}")
-        return f" at {', '.join(sorted(names))}" if names else ""
-
     def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
               values: list[Any] | None = None) -> list[Any]:
         """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
@@ -471,7 +212,7 @@ class _Program:
                 value = torch.where(torch.as_tensor(mask).bool(), torch.as_tensor(body),
                                     torch.as_tensor(entry["other"]).to(torch.as_tensor(body).dtype))
             elif kind == "indirect_index":
-                value = self._indirect_index(entry, values, env)
+                value = bind_indirect_index(self.name, self.spec, entry, values, env)
             elif kind == "getitem":
                 value = values[entry["in"][0]][entry["index"]]
             elif kind == "reduction":
@@ -495,7 +236,7 @@ class _Program:
             points = max(math.prod(block_out[n] for n in symbols)
                          for symbols in self.operand_symbols)
         acc = None
-        for block in _blocks(ranges, max(1, budget // max(points, 1))):
+        for block in blocks(ranges, max(1, budget // max(points, 1))):
             space = _Space(rank, out).add(names, block)
             values = self._eval(space, stop=self.reduction_at)
             shape = [*out_shape, *(b - a for a, b in block)]
@@ -514,7 +255,7 @@ class _Program:
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
-        for block in _blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
+        for block in blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
