@@ -66,32 +66,39 @@ class Access:
 
     def __init__(self, op: str, arg: TensorArg, memories: dict[str, DeviceMemory],
                  shift: int = 0) -> None:
-        kind = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
-        if kind is None or kind not in memories:
-            raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} has no HBM or LX allocation ({arg.allocation})"
-            )
-        self.op = op
         self.arg = arg
-        self.memory = memories[kind]
-        self.width = element_bytes(arg.device_dtype)
-        self.base = int(arg.allocation[kind])
-        self.end = self.base + arg.size_in_bytes
+        #: the memory the arg is allocated in ("hbm" or "lx"; None: neither, an error)
+        self.kind = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
+        if self.kind is not None:
+            self.width = element_bytes(arg.device_dtype)
+            self.base = int(arg.allocation[self.kind])
+            self.end = self.base + arg.size_in_bytes
+            #: accessible elements relative to base: the allocation, narrowed to the
+            #: whole buffer's segment when the allocation is one unrolled tile of it
+            self.low_limit, self.limit = 0, (self.end - self.base) // self.width
+            if arg.segment is not None:
+                self.low_limit = max(0, (int(arg.segment[0]) - self.base) // self.width)
+                self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
+            self.strides = device_strides(arg.device_size)
+            self.structure = structure(arg, self.strides)
+        self.bind(op, memories, shift)
+
+    def bind(self, op: str, memories: dict[str, DeviceMemory], shift: int = 0) -> None:
+        """Point the access at this run's memory and loop offset (everything else
+        depends on the arg only, so a compiled program keeps it across runs)."""
+        self.op = op
+        if self.kind is None or self.kind not in memories:
+            raise DeviceMemoryError(
+                f"op {op}: tensor {self.arg.name} has no HBM or LX allocation ({self.arg.allocation})"
+            )
+        self.memory = memories[self.kind]
         if self.base % self.width or shift % self.width:
             raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} allocation {self.base} (+ loop offset {shift}) "
+                f"op {op}: tensor {self.arg.name} allocation {self.base} (+ loop offset {shift}) "
                 f"is not aligned to its {self.width}-byte elements"
             )
         #: loop offset in elements (counted loops move the tile inside the allocation)
         self.shift = shift // self.width
-        #: accessible elements relative to base: the allocation, narrowed to the
-        #: whole buffer's segment when the allocation is one unrolled tile of it
-        self.low_limit, self.limit = 0, (self.end - self.base) // self.width
-        if arg.segment is not None:
-            self.low_limit = max(0, (int(arg.segment[0]) - self.base) // self.width)
-            self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
-        self.strides = device_strides(arg.device_size)
-        self.structure = structure(arg, self.strides)
 
     def view_plan(self, box: views.Box, rank: int) -> views.Plan | None:
         """The block's strided views, if the access is structured and every point of

@@ -21,9 +21,11 @@ same value, through a few strided views of device memory, after an exact bounds
 check on the block's coordinate extremes (any doubt -> the general path, which
 raises the exact error).  Everything between loads and the store is shared, so
 both paths produce identical bytes (``views.FORCE_GENERAL`` forces the general
-path; tests compare the two).  Per spec, the coordinate analysis and axes are
-cached; a structured load that does not depend on the split axis is reused by
-the following blocks of the same run when the store cannot overwrite it.
+path; tests compare the two).  Per spec, the program is compiled once and
+re-bound per run (``compiled``); values are computed into reused buffers where
+that gives the same bits (``scratch``); a structured load that does not depend on
+the split axis is reused by the following blocks of the same run when the store
+cannot overwrite it (docs/architecture.md, "Running one OpSpec").
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import dtypes, reductions, views
+from spyre_rules.executor import compiled, dtypes, reductions, scratch, views
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -95,6 +97,38 @@ class _Program:
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
         self.operand_symbols = self._operand_symbols()
+        self.direct_loads = self._direct_loads()
+
+    def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
+        """Re-point a compiled program at a new run (``compiled``): only the kernel
+        name, the memories and the loop offsets change; per-run state is reset."""
+        self.name = f"{where}/{self.spec.op}" if where else self.spec.op
+        shifts = shifts or [0] * len(self.spec.args)
+        for access, shift in zip(self.accesses, shifts):
+            access.bind(self.name, memories, shift)
+        self._cacheable = self._loads_to_cache()
+        self._loaded = {}
+
+    def _direct_loads(self) -> set[int]:
+        """Loads read as strided views of device memory, no copy: every load of a
+        pointwise program; before a reduction, a load only ``scratch.EXACT`` ops
+        consume (they compute into contiguous buffers, so the reduction sums the same
+        contiguous tensor the general path builds: summation order sets the bits)."""
+        loads = {i for i, e in enumerate(self.program) if e["op"] == "load"}
+        if self.reduction is None:
+            return loads
+        consumers: dict[int, set[str]] = {i: set() for i in loads}
+        for entry in self.program:
+            for i in entry.get("in", ()):
+                if i in consumers:
+                    consumers[i].add(entry["op"])
+            for i in entry.get("masks", ()):
+                if i in consumers:
+                    consumers[i].add("mask")
+        if self.store["value"] in consumers:
+            consumers[self.store["value"]].add("store")
+        return {i for i, ops in consumers.items()
+                if i < self.reduction_at and ops and ops <= set(scratch.EXACT)}
 
     def _loads_to_cache(self) -> set[int]:
         """Args whose structured loads may be reused by later blocks of this run (a
@@ -156,7 +190,11 @@ class _Program:
             deps.append(names)
         return [deps[i] & out for i in self.reduction["in"]]
 
-    def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
+    def _load(self, entry: dict[str, Any], space: _Space, values: list[Any],
+              slot: int | None = None) -> torch.Tensor:
+        """The value of a load (``slot``: its entry index, naming its reused buffer)."""
+        if slot is None:
+            slot = next(i for i, e in enumerate(self.program) if e is entry)
         access = self.accesses[entry["arg"]]
         active = active_mask(entry, values)
         host = dtypes.host_dtype(entry["dtype"])
@@ -169,14 +207,15 @@ class _Program:
                 return hit[1]
         plan = access.view_plan(space.box, space.rank)
         direct = None
-        if plan is not None and self.reduction is None and storage == dtypes.compute_dtype(host):
-            # pointwise only: reductions sum contiguous chunks (their order sets the bits)
+        if plan is not None and slot in self.direct_loads and storage == dtypes.compute_dtype(host):
             direct = views.direct_view(access.memory.view(storage), plan)
         if direct is not None:
             value = direct
         elif plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
             # storage -> host -> compute form is an exact widening (or none): one pass
-            value = views.copy_in(access.memory.view(storage), plan, dtypes.compute_dtype(host))
+            compute = dtypes.compute_dtype(host)
+            value = scratch.buffer(slot, plan.shape, compute)
+            views.copy_into(access.memory.view(storage), plan, value)
         else:
             if plan is not None:
                 raw = views.copy_in(access.memory.view(storage), plan)
@@ -195,10 +234,11 @@ class _Program:
         env = space.env
         values = [] if values is None else values
         stop = len(self.program) if stop is None else stop
-        for entry in self.program[start:stop]:
+        for index in range(start, stop):
+            entry = self.program[index]
             kind = entry["op"]
             if kind == "load":
-                value = self._load(entry, space, values)
+                value = self._load(entry, space, values, index)
             elif kind == "constant":
                 value = entry["value"]
                 if entry["dtype"] is not None:
@@ -218,9 +258,20 @@ class _Program:
             elif kind == "reduction":
                 raise AssertionError("reductions are evaluated chunk-wise by _reduce")
             else:
-                value = apply_pointwise(kind, [values[i] for i in entry["in"]])
+                value = self._pointwise(entry, values, index)
             values.append(value)
         return values
+
+    def _pointwise(self, entry: dict[str, Any], values: list[Any], index: int) -> Any:
+        ins = [values[i] for i in entry["in"]]
+        value = scratch.compute_exact(entry["op"], ins, index)
+        if value is not None:
+            return value
+        if self.reduction is not None and any(i in self.direct_loads for i in entry["in"]):
+            # a view of device memory: the general path's contiguous operand instead
+            ins = [x.contiguous() if i in self.direct_loads else x
+                   for i, x in zip(entry["in"], ins)]
+        return apply_pointwise(entry["op"], ins)
 
     def _reduce(self, out: _Space, out_shape: list[int], budget: int,
                 block_out: dict[str, int] | None = None) -> Any:
@@ -276,6 +327,10 @@ class _Program:
             plan = self.store_plan(store_access, space)
             if plan is None:
                 elements = store_access.elements(space.env, None, "store").expand(shape)
+            if plan is not None and store_dtype == storage and storage.is_floating_point:
+                # copy_ rounds to the storage dtype exactly as .to() does: no temporary
+                views.copy_out(store_access.memory.view(storage), plan, value)
+                continue
             data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
             if plan is not None:
                 views.copy_out(store_access.memory.view(storage), plan, data)
@@ -304,7 +359,7 @@ class _Program:
         values = self._eval(space, stop=len(self.program) - 1)
         ins = [values[i] for i in entry["in"]]
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
-                list(torch.broadcast_shapes(*(x.shape for x in ins))) != shape:
+                list(scratch.broadcast_shape([x.shape for x in ins])) != shape:
             values.append(apply_pointwise(entry["op"], ins))  # the usual store
             value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
@@ -337,4 +392,12 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
     memories = {"hbm": memory}
     if lx is not None:
         memories["lx"] = lx
-    _Program(spec, where, memories, shifts).run()
+    # the number of shifts decides how many args get accesses (zip), so it is keyed
+    key, keep = compiled.fingerprint(spec, None if shifts is None else len(shifts))
+    program = compiled.lookup(spec, key)
+    if program is None:
+        program = _Program(spec, where, memories, shifts)
+        compiled.remember(spec, key, keep, program)
+    else:
+        program.bind(where, memories, shifts)
+    program.run()
