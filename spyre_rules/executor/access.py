@@ -81,6 +81,9 @@ class Access:
                 self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
             self.strides = device_strides(arg.device_size)
             self.structure = structure(arg, self.strides)
+        self._extents: dict[int, tuple[list, int, int, bool]] = {}
+        #: the store check of ``evaluate._Program.store_plan`` (None: not yet made)
+        self.injective_store: bool | None = None
         self.bind(op, memories, shift)
 
     def bind(self, op: str, memories: dict[str, DeviceMemory], shift: int = 0) -> None:
@@ -108,11 +111,19 @@ class Access:
         plan = views.plan(self.structure, box, rank, self.base // self.width + self.shift)
         if plan is None:
             return None
-        low = self.shift + sum(c * s for c, s in zip(plan.low, self.strides))
-        high = self.shift + sum(c * s for c, s in zip(plan.high, self.strides))
-        if low < self.low_limit or high >= self.limit or any(
-                lo < 0 or hi >= int(size)
-                for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)):
+        extent = self._extents.get(id(plan.views))
+        if extent is None or extent[0] is not plan.views:
+            # per block (the plan's views are shared by every run): the element offsets
+            # of its lowest and highest points, and whether every coordinate is in range
+            extent = (plan.views, sum(c * s for c, s in zip(plan.low, self.strides)),
+                      sum(c * s for c, s in zip(plan.high, self.strides)),
+                      all(lo >= 0 and hi < int(size)
+                          for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)))
+            if len(self._extents) >= 256:
+                self._extents.clear()
+            self._extents[id(plan.views)] = extent
+        _, low, high, inside = extent
+        if not inside or self.shift + low < self.low_limit or self.shift + high >= self.limit:
             return None
         return plan
 

@@ -55,6 +55,28 @@ _CACHE_LIMIT = 1 << 14
 
 #: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
+#: unary ops computed into the store's view only when it has their operand's very strides
+#: (the strides torch gives their fresh result: the kernel then iterates identically);
+#: relu is eager's clamp_min(x, 0) (NaN and -0.0 kept), which has an ``out=`` form
+_LIKE_OPS = {name: getattr(torch, name) for name in (
+    "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
+    "sigmoid", "erf", "abs", "neg", "reciprocal")}
+_LIKE_OPS["relu"] = lambda x, out: torch.clamp_min(x, 0, out=out)
+
+
+def _dense(x: torch.Tensor) -> bool:
+    """Non-overlapping and dense: its size > 1 dims tile a contiguous range."""
+    expected = 1
+    for stride, size in sorted((x.stride(d), n) for d, n in enumerate(x.shape) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _same_layout(x: torch.Tensor, target: torch.Tensor) -> bool:
+    return x.shape == target.shape and _dense(x) and all(
+        n == 1 or x.stride(d) == target.stride(d) for d, n in enumerate(x.shape))
 
 _AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
@@ -231,7 +253,6 @@ class _Program:
     def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
               values: list[Any] | None = None) -> list[Any]:
         """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
-        env = space.env
         values = [] if values is None else values
         stop = len(self.program) if stop is None else stop
         for index in range(start, stop):
@@ -244,7 +265,8 @@ class _Program:
                 if entry["dtype"] is not None:
                     value = dtypes.to_dtype(value, dtypes.host_dtype(entry["dtype"]))
             elif kind == "index_expr":
-                value = dtypes.to_dtype(evaluate(entry["expr"], env), dtypes.host_dtype(entry["dtype"]))
+                value = dtypes.to_dtype(evaluate(entry["expr"], space.env),
+                                        dtypes.host_dtype(entry["dtype"]))
             elif kind == "to_dtype":
                 value = dtypes.to_dtype(values[entry["in"][0]], dtypes.host_dtype(entry["dtype"]))
             elif kind == "masked":
@@ -252,7 +274,7 @@ class _Program:
                 value = torch.where(torch.as_tensor(mask).bool(), torch.as_tensor(body),
                                     torch.as_tensor(entry["other"]).to(torch.as_tensor(body).dtype))
             elif kind == "indirect_index":
-                value = bind_indirect_index(self.name, self.spec, entry, values, env)
+                value = bind_indirect_index(self.name, self.spec, entry, values, space.env)
             elif kind == "getitem":
                 value = values[entry["in"][0]][entry["index"]]
             elif kind == "reduction":
@@ -341,11 +363,13 @@ class _Program:
                         storage: torch.dtype) -> bool:
         """Compute the stored value straight into its view of device memory (``out=``),
         saving the result's allocation and copy: only a float32 arithmetic op whose
-        operands already have the block's shape, stored without conversion through one
+        operands already have the block's shape (or a unary op whose operand has the
+        view's strides, ``_LIKE_OPS``), stored without conversion through one
         strided view no load of this op can overlap.  Elementwise, so the bytes are
         those of computing then storing."""
         entry = self.program[-1]
-        fn = _OUT_OPS.get(entry["op"])
+        like = _LIKE_OPS.get(entry["op"])
+        fn = _OUT_OPS.get(entry["op"], like)
         if (fn is None or self.store["value"] != len(self.program) - 1 or storage != torch.float32
                 or dtypes.host_dtype(self.store["dtype"]) != torch.float32
                 or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
@@ -359,7 +383,8 @@ class _Program:
         values = self._eval(space, stop=len(self.program) - 1)
         ins = [values[i] for i in entry["in"]]
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
-                list(scratch.broadcast_shape([x.shape for x in ins])) != shape:
+                list(scratch.broadcast_shape([x.shape for x in ins])) != shape or \
+                (fn is like and not _same_layout(ins[0], target)):
             values.append(apply_pointwise(entry["op"], ins))  # the usual store
             value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
@@ -372,11 +397,16 @@ class _Program:
         """Views for the store only if they write every point of the block exactly once
         (the general scatter's order decides duplicates)."""
         structure = access.structure
-        if structure is None or any(isinstance(where, tuple) and name not in structure.symbols
-                                    for name, where in space.box.items()):
+        if structure is None:
             return None
-        ranges = dict(self.out + self.red)
-        if not (structure.symbols <= set(ranges) and structure.injective(ranges)):
+        symbols = structure.symbols
+        for name, where in space.box.items():
+            if type(where) is tuple and name not in symbols:
+                return None
+        if access.injective_store is None:  # the spec's alone: once per compiled program
+            ranges = dict(self.out + self.red)
+            access.injective_store = symbols <= set(ranges) and structure.injective(ranges)
+        if not access.injective_store:
             return None
         return access.view_plan(space.box, space.rank)
 

@@ -45,13 +45,26 @@ class Space:
 
     A symbol in ``splits`` whose block is whole runs of its ``k`` takes two axes
     ``(q, r)``, ``c = start + q*k + r``: then a stick-split access is one strided view
-    in the chunk's own shape, read and computed on without a copy."""
+    in the chunk's own shape, read and computed on without a copy.
+
+    The grids are built on first use of ``env``: structured accesses need only ``box``."""
 
     def __init__(self, rank: int, parent: Space | None = None) -> None:
         self.rank = rank
-        self.env: dict[str, Any] = dict(parent.env) if parent else {}
+        self._env: dict[str, Any] = dict(parent._env) if parent else {}
+        #: grids not built yet: name -> (start, stop, view shape)
+        self._pending: dict[str, tuple[int, int, list[int]]] = dict(parent._pending) if parent else {}
         self.box: views.Box = dict(parent.box) if parent else {}
         self.shape: list[int] = list(parent.shape) if parent else []
+
+    @property
+    def env(self) -> dict[str, Any]:
+        """Symbol name -> its int64 grid (or int); callers may bind more symbols in it."""
+        if self._pending:
+            for name, (a, b, shape) in self._pending.items():
+                self._env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
+            self._pending.clear()
+        return self._env
 
     @staticmethod
     def dims(names: list[str], block: list[tuple[int, int]], splits: dict[str, int]) -> list[int]:
@@ -69,7 +82,8 @@ class Space:
             axis = len(self.shape)
             k = splits.get(name, 1)
             if b - a == 1:
-                self.env[name] = self.box[name] = a
+                self._env[name] = self.box[name] = a
+                self._pending.pop(name, None)
                 self.shape.append(1)
                 continue
             shape = [1] * self.rank
@@ -81,7 +95,8 @@ class Space:
                 shape[axis] = b - a
                 self.box[name] = (axis, a, b)
                 self.shape.append(b - a)
-            self.env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
+            self._env.pop(name, None)
+            self._pending[name] = (a, b, shape)
         return self
 
 

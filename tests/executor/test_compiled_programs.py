@@ -283,3 +283,52 @@ def test_broadcast_shape_refuses_what_torch_refuses():
     with pytest.raises(RuntimeError, match="do not broadcast"):
         scratch.broadcast_shape([torch.Size((2, 3)), torch.Size((4, 3))])
 
+
+def _unary_spec(op, rows=64, cols=256):
+    layout = generic_stick_layout([rows, cols], [cols, 1], torch.float32)
+    size = layout.size_in_bytes
+    space = {c0: (sympy.Integer(rows), 1), c1: (sympy.Integer(cols), 1)}
+    args = [_arg(True, 0, layout, list(COORDS), 0, "x"),
+            _arg(False, 1, layout, list(COORDS), size, "out")]
+    program = [{"op": "load", "arg": 0, "dtype": "float32"}, {"op": op, "in": [0]}]
+    spec = OpSpec(op, False, space, args,
+                  {"program": program, "store": {"arg": 1, "value": 1, "dtype": "float32"},
+                   "reduction_symbols": []})
+    return spec, layout, size
+
+
+@pytest.mark.parametrize("op", sorted(evaluate_module._LIKE_OPS))
+def test_unary_op_into_the_store_view_is_bit_identical(op, monkeypatch):
+    """exp & co. computed straight into the store's view (same strides as the loaded
+    view): the bytes of computing fresh then storing, and of the general path."""
+    spec, layout, size = _unary_spec(op)
+    x = _special(64, 256, 14)
+    x.view(-1)[3::7] = x.view(-1)[3::7].abs() * 1e-3  # log, sqrt & co. of positives too
+    runs = {}
+    for name, general, taken in [("into", False, True), ("general", True, False),
+                                 ("fresh", False, False)]:
+        if not taken:
+            monkeypatch.setattr(evaluate_module, "_same_layout", lambda *a: False)
+        memory = _memory(layout, size, [x], 2 * size)
+        views.FORCE_GENERAL = general
+        try:
+            run_op_spec(spec, memory)
+        finally:
+            views.FORCE_GENERAL = False
+        runs[name] = memory.read_bytes(0, 2 * size).clone()
+        monkeypatch.undo()
+    assert torch.equal(runs["into"], runs["fresh"])
+    assert torch.equal(runs["into"], runs["general"])
+
+
+def test_unary_op_is_computed_into_the_store_view():
+    spec, layout, size = _unary_spec("exp")
+    memory = _memory(layout, size, [_data(64, 256, 15)], 2 * size)
+    prog = evaluate_module._Program(spec, "", {"hbm": memory})
+    space_ = evaluate_module._Space(3).add(["c0", "c1"], [(0, 64), (0, 256)], prog.splits)
+    loaded = prog._load(spec.op_info["program"][0], space_, [])
+    target = views.direct_view(memory.view(torch.float32),
+                               prog.store_plan(prog.accesses[1], space_))
+    assert evaluate_module._same_layout(loaded, target)
+    assert not evaluate_module._same_layout(loaded.contiguous(), target)
+    assert not evaluate_module._same_layout(loaded[:, ::2], target[:, ::2])  # not dense
