@@ -131,6 +131,13 @@ class _Program:
         self._cacheable = self._loads_to_cache()
         self._loaded = {}
 
+    def release(self) -> None:
+        """Drop the run's references to device memory (views kept for reuse, the
+        memories themselves): a kept program must not keep a dead graph's memory alive."""
+        self._loaded = {}
+        for access in self.accesses:
+            access.memory = None
+
     def _direct_loads(self) -> set[int]:
         """Loads read as strided views of device memory, no copy: every load of a
         pointwise program; before a reduction, a load only ``scratch.EXACT`` ops
@@ -430,4 +437,7 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
         compiled.remember(spec, key, keep, program)
     else:
         program.bind(where, memories, shifts)
-    program.run()
+    try:
+        program.run()
+    finally:
+        program.release()

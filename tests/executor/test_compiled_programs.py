@@ -332,3 +332,17 @@ def test_unary_op_is_computed_into_the_store_view():
     assert evaluate_module._same_layout(loaded, target)
     assert not evaluate_module._same_layout(loaded.contiguous(), target)
     assert not evaluate_module._same_layout(loaded[:, ::2], target[:, ::2])  # not dense
+
+
+def test_a_kept_program_does_not_keep_device_memory_alive():
+    import gc
+    import weakref
+
+    spec, layout, size = _binary_spec()
+    memory = _memory(layout, size, [_data(8, 128, 16), _data(8, 128, 17)], 3 * size)
+    run_op_spec(spec, memory)
+    assert compiled.lookup(spec, compiled.fingerprint(spec, None)[0]) is not None
+    alive = weakref.ref(memory)
+    del memory
+    gc.collect()
+    assert alive() is None
