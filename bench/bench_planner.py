@@ -25,6 +25,17 @@ Reported per graph (``plan_graph`` over every op, cold fact caches):
 After the table, for the largest size N and the size N/5 when both were run:
 plan+group at N over plan+group at N/5 (bound 5.5x) and plan+group over the
 lowering time at N (bound 0.2x), each in wall and CPU time.
+
+A second table (skip it with ``--no-tiled``) measures applying groups, on a
+second graph per size: the same chain with its reductions over dim 0, which the
+grouping keeps in the chain's loop, so at ``--max-span-bytes`` the whole graph is
+one run of N ops:
+* group: ``collect_groups`` -- the pipeline's planning stage (the grouping
+  decision, which plans every op, plus the plan records);
+* tile_groups: ``tile_groups`` on those groups -- coarse_tile, tiling
+  propagation and re-indexing the reads inside the loop.  It *applies* the
+  groups (edits the IR) and is not part of the planning stage, so it is not in
+  plan+group; its own ratios follow the table (N vs N/5: linear = 5x).
 """
 
 from __future__ import annotations
@@ -49,12 +60,15 @@ from spyre_rules.engine import plan_graph  # noqa: E402
 from spyre_rules.hints import group_operations  # noqa: E402
 from spyre_rules.engine.policy import get_policy  # noqa: E402
 from spyre_rules.facts import op_facts  # noqa: E402
+from spyre_rules.passes.pipeline import collect_groups  # noqa: E402
+from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
+from torch._inductor.virtualized import V  # noqa: E402
 
 
 DEFAULT_LIMIT = 256 * 1024 * 1024
 
 
-def make_program(n_ops: int):
+def make_program(n_ops: int, reduce_dim: int = -1):
     """A function whose lowering has about ``n_ops`` ComputedBuffers."""
     def program(x):
         made = 0
@@ -62,7 +76,7 @@ def make_program(n_ops: int):
         while made < n_ops:
             step += 1
             if step % 10 == 0 and made + 2 <= n_ops:
-                x = x - x.amax(dim=-1, keepdim=True)  # a Reduction and its consumer
+                x = x - x.amax(dim=reduce_dim, keepdim=True)  # a Reduction and its consumer
                 made += 2
             else:
                 x = x + 1
@@ -117,6 +131,45 @@ def bench(n_ops: int, limit: int) -> dict:
             "both": both_wall, "both_cpu": both_cpu}
 
 
+def bench_tiled(n_ops: int, limit: int) -> dict:
+    """The pipeline's planning stage and ``tile_groups`` on a graph that is one run."""
+    x = torch.randn(4, 64, 128, dtype=torch.float16)
+    torch._dynamo.reset()
+    with _Clock() as capture:
+        ops = spyre_rules.capture_operations(make_program(n_ops, reduce_dim=0), x)
+    (graph,) = ops.graphs
+    with config.patch(max_span_bytes=limit, ignore_span_overflow_hints=False), \
+            V.set_graph_handler(graph):
+        op_facts.clear_cache()
+        with _Clock() as t_group:
+            groups = collect_groups(graph)
+        with _Clock() as t_tile:
+            tile_groups(graph, groups)
+    return {"ops": len(ops), "groups": len(groups), "capture": capture.wall,
+            "capture_cpu": capture.cpu, "group": t_group.wall, "group_cpu": t_group.cpu,
+            "tile": t_tile.wall, "tile_cpu": t_tile.cpu}
+
+
+def _tiled_table(sizes: list[int], limit: int) -> None:
+    print(f"tiled graph (reductions over dim 0): one run at {limit} B; group = collect_groups "
+          "(the planning stage), tile_groups applies the groups (not in plan+group)")
+    print(f"{'ops':>6} {'groups':>6} {'lowering s':>10} {'(CPU)':>7} {'group s':>7} {'(CPU)':>7} "
+          f"{'tile_groups s':>13} {'(CPU)':>7} {'group/lowering':>14} {'tile/lowering':>13}")
+    results = {}
+    for n in sizes:
+        r = results[n] = bench_tiled(n, limit)
+        print(f"{r['ops']:>6} {r['groups']:>6} {r['capture']:>10.2f} {r['capture_cpu']:>7.2f} "
+              f"{r['group']:>7.3f} {r['group_cpu']:>7.3f} {r['tile']:>13.3f} {r['tile_cpu']:>7.3f} "
+              f"{r['group'] / r['capture']:>14.3f} {r['tile'] / r['capture']:>13.3f}", flush=True)
+    big = max(results)
+    if big // 5 in results:
+        r, s = results[big], results[big // 5]
+        print(f"tile_groups {r['ops']} vs {s['ops']} ops (linear = 5x): "
+              f"wall {r['tile'] / s['tile']:.2f}x, CPU {r['tile_cpu'] / s['tile_cpu']:.2f}x; "
+              f"group (one run): wall {r['group'] / s['group']:.2f}x, "
+              f"CPU {r['group_cpu'] / s['group_cpu']:.2f}x")
+
+
 def _summary(results: dict[int, dict]) -> None:
     big = max(results)
     small = big // 5
@@ -134,6 +187,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 1000, 5000])
     parser.add_argument("--max-span-bytes", type=int, default=16384,
                         help="limit of the overflow scenario (default 16 KiB: every op overflows)")
+    parser.add_argument("--no-tiled", action="store_true",
+                        help="skip the second table (tile_groups on a graph that is one run)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     get_policy()
@@ -153,6 +208,8 @@ def main() -> None:
               f"{r['fit_vs']:>12.3f} {r['over_vs']:>13.3f} {r['both']:>12.3f} {r['both_cpu']:>7.3f}",
               flush=True)
     _summary(results)
+    if not args.no_tiled:
+        _tiled_table(args.sizes, args.max_span_bytes)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
 from spyre_rules.lang.consts import UNITS
 from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Resolution
 from spyre_rules.lang.templates import is_reserved_name
-from spyre_rules.engine.values import iteration_order, render
+from spyre_rules.engine.values import NamesSoFar, as_set, iteration_order, render
 
 __all__ = ["CTX", "BASE", "EvalError", "Lazy", "ExprCompiler", "read_field"]
 
@@ -84,6 +84,20 @@ def _let_getter(key: int, fn: Fn, shared: bool) -> Fn:
                     base[key] = value
         return value
     return get
+
+
+def _as_is(values: list) -> list:
+    return values
+
+
+def _conjunction(conds: list[Fn]) -> Fn | None:
+    """All of ``conds`` hold, evaluated in order up to the first that does not
+    (None: there are none)."""
+    if not conds:
+        return None
+    if len(conds) == 1:
+        return conds[0]
+    return lambda env: all(c(env) for c in conds)
 
 
 # ------------------------------------------------------------------ builtins
@@ -189,14 +203,15 @@ class ExprCompiler:
     def c_Field(self, e: A.Field) -> Fn:
         obj = self.expr(e.obj)
         name, span = e.name.name, e.span
-        seen: list[type] = []  # the record type this field was last read from
+        seen: type | None = None  # the record type this field was last read from
 
         def get(env: dict) -> Any:
+            nonlocal seen
             value = obj(env)
-            if seen and type(value) is seen[0]:  # one site reads one record type: skip the check
+            if type(value) is seen:  # one site reads one record type: skip the check
                 return getattr(value, name)
             found = read_field(value, name, span)
-            seen[:] = [type(value)]
+            seen = type(value)
             return found
         return get
 
@@ -237,8 +252,37 @@ class ExprCompiler:
             it = self.expr(clause.iter)
             key = self.slot(clause.var)
             conds = [self.expr(c) for c in clause.conds]
-            clauses.append((it, key, conds))
+            clauses.append((it, key, _conjunction(conds)))
         elt = self.expr(e.elt)
+        finish: Callable[[list], Any] = frozenset if out_set else _as_is
+
+        # One or two clauses (nearly every comprehension of a policy) as plain loops;
+        # deeper nests recurse.  The order of evaluation is the same in all three.
+        if len(clauses) == 1:
+            ((it, key, cond),) = clauses
+
+            def run_one(env: dict) -> Any:
+                out = []
+                for value in iteration_order(it(env)):
+                    env[key] = value
+                    if cond is None or cond(env):
+                        out.append(elt(env))
+                return finish(out)
+            return run_one
+        if len(clauses) == 2:
+            (it0, key0, cond0), (it1, key1, cond1) = clauses
+
+            def run_two(env: dict) -> Any:
+                out = []
+                for value in iteration_order(it0(env)):
+                    env[key0] = value
+                    if cond0 is None or cond0(env):
+                        for inner in iteration_order(it1(env)):
+                            env[key1] = inner
+                            if cond1 is None or cond1(env):
+                                out.append(elt(env))
+                return finish(out)
+            return run_two
 
         def run(env: dict) -> Any:
             out: list = []
@@ -247,14 +291,14 @@ class ExprCompiler:
                 if i == len(clauses):
                     out.append(elt(env))
                     return
-                it, key, conds = clauses[i]
+                it, key, cond = clauses[i]
                 for value in iteration_order(it(env)):
                     env[key] = value
-                    if all(c(env) for c in conds):
+                    if cond is None or cond(env):
                         loop(i + 1)
 
             loop(0)
-            return frozenset(out) if out_set else out
+            return finish(out)
         return run
 
     def c_Binary(self, e: A.Binary) -> Fn:
@@ -280,9 +324,9 @@ class ExprCompiler:
             b_left, b_right = self.expr(e.right.left), self.expr(e.right.right)
 
             def meet_of_union(env: dict) -> frozenset:
-                x = frozenset(a(env))
-                y, z = frozenset(b_left(env)), frozenset(b_right(env))
-                return (x & y) | (x & z)
+                x = as_set(a(env))
+                y, z = as_set(b_left(env)), as_set(b_right(env))
+                return frozenset(x & y) | frozenset(x & z)
             return meet_of_union
         if op == "//" or op == "%":
             def divide(env: dict) -> int:
@@ -295,11 +339,14 @@ class ExprCompiler:
             "<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
             ">": lambda x, y: x > y, ">=": lambda x, y: x >= y,
             "in": lambda x, y: x in y, "not in": lambda x, y: x not in y,
-            "subset": lambda x, y: frozenset(x) <= frozenset(y),
-            "|": lambda x, y: frozenset(x) | frozenset(y),
-            "&": lambda x, y: frozenset(x) & frozenset(y),
+            # as_set, not frozenset(): a set that grows with the graph (grouping's
+            # NamesSoFar) must not be copied per visit, and ``x & s`` only iterates x.
+            "subset": lambda x, y: as_set(x) <= as_set(y),
+            "|": lambda x, y: frozenset(as_set(x) | as_set(y)),
+            "&": lambda x, y: frozenset(as_set(x) & as_set(y)),
             "+": lambda x, y: x + y, "*": lambda x, y: x * y,
-            "-": lambda x, y: (frozenset(x) - frozenset(y)) if isinstance(x, frozenset) else x - y,
+            "-": lambda x, y: (frozenset(as_set(x) - as_set(y)))
+            if isinstance(x, (frozenset, NamesSoFar)) else x - y,
         }
         fn = simple[op]
         return lambda env: fn(a(env), b(env))

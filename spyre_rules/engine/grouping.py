@@ -38,7 +38,7 @@ from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.lang.sections.grouping import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
-from spyre_rules.engine.values import Carry, Level, Run, Tiling
+from spyre_rules.engine.values import Carry, Level, NameLog, NamesSoFar, Run, Tiling
 from spyre_rules.facts import memo
 from spyre_rules.facts import op_facts as facts
 
@@ -118,18 +118,19 @@ class _Grouper:
     def __init__(self, ev: Evaluator, hinted: frozenset) -> None:
         self.ev = ev
         self.hinted = hinted
-        self.auto_tiled: set[str] = set()
+        self.auto_tiled = NameLog()
         self.members: list[_Member] = []
+        self.member_names = NameLog()
         self.tiled: dict[str, _Member] = {}  # the run's tiled members by name, in run order
         self.groups: list[TileGroup] = []
         self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
         self.decisions: dict[str, OpDecision] = {}
-        # The values rules see, rebuilt only when the run or the closed groups change:
-        # most visits change neither, and rebuilding them per visit made grouping
+        # The values rules see, rebuilt only when the run changes; the sets in them are
+        # views of append-only logs (NamesSoFar), made in O(1): a frozenset of the
+        # run's members / every auto-tiled op, copied per visit, made grouping
         # quadratic in the length of a run / the number of auto-tiled ops.
         self._run: Run | None = None
-        self._auto_tiled: frozenset | None = None
 
     @property
     def loop(self) -> list[Level]:
@@ -139,18 +140,17 @@ class _Grouper:
 
     def run_value(self) -> Run:
         if self._run is None:
-            self._run = Run(bool(self.members), frozenset(m.op.get_name() for m in self.members),
-                            self.loop, _tiling(self.loop))
+            loop = self.loop
+            self._run = Run(bool(self.members), self.member_names.so_far(), loop, _tiling(loop))
         return self._run
 
-    def auto_tiled_value(self) -> frozenset:
-        if self._auto_tiled is None:
-            self._auto_tiled = frozenset(self.auto_tiled)
-        return self._auto_tiled
+    def auto_tiled_value(self) -> NamesSoFar:
+        return self.auto_tiled.so_far()
 
     def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
         member = _Member(op, None if levels is None else list(levels), rule)
         self.members.append(member)
+        self.member_names.add(op.get_name())
         if levels is not None:
             self.tiled[op.get_name()] = member
         self._run = None
@@ -174,7 +174,6 @@ class _Grouper:
         for m in members:
             self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
             self.auto_tiled.add(m.op.get_name())
-        self._auto_tiled = None
         # A level is a reduction level when it tiles a reduction dim of any member
         # (as for user hints: hints/assign.py).
         reduction = [any(m.levels[i].is_reduction for m in _tiled(members))  # type: ignore[index]
@@ -187,6 +186,7 @@ class _Grouper:
         members = self.members
         if members:
             self.members = []
+            self.member_names = NameLog()  # a new log: views of the old one stay as they were
             self.tiled = {}
             self._run = None
         # Untiled members after the last tiled one need no loop: they run once, after it.
@@ -230,15 +230,16 @@ class _Grouper:
                                   "but its reads of the run carry no split onto its dims")
             self.add(op, through.levels, rule.name)
         elif action == "join" and plan() is None:
-            tiled = set(self.tiled)
-            if not tiled:
+            if not self.tiled:
                 raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   "but no run is open")
-            if facts.read_buffers(op) & tiled:
+            # looked up per read, not a copy of the run per op
+            reads_tiled = sorted(n for n in facts.read_buffers(op) if n in self.tiled)
+            if reads_tiled:
                 # Untiled, it would read a per-tile buffer as if it were the whole tensor.
                 raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "
                                   f"untiled to the open run, but it reads "
-                                  f"{sorted(facts.read_buffers(op) & tiled)} of the run")
+                                  f"{reads_tiled} of the run")
             self.add(op, None, rule.name)
         elif action in ("join", "start", "single"):
             own = plan()

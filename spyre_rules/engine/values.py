@@ -19,8 +19,10 @@ Rendering (docs/rules_language.md §7) lives here too, so traces, messages and
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator, Set
 from typing import Any
 
 import sympy
@@ -30,8 +32,8 @@ from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
 __all__ = [
-    "Carry", "Combo", "DimGroup", "Level", "PlanRecord", "Run", "Tiling", "ENGINE_RECORDS",
-    "iteration_order", "render", "sort_key",
+    "Carry", "Combo", "DimGroup", "Level", "NameLog", "NamesSoFar", "PlanRecord", "Run", "Tiling",
+    "ENGINE_RECORDS", "SET_TYPES", "as_set", "iteration_order", "render", "sort_key",
 ]
 
 
@@ -53,6 +55,106 @@ class Tiling(tuple):
 
     def __repr__(self) -> str:
         return "{" + ", ".join(f"{d}: {k}" for d, k in self) + "}"
+
+
+# ------------------------------------------------------------- growing sets
+
+
+class NamesSoFar(Set):
+    """A ``set[str]`` value: the first ``n`` names of a :class:`NameLog`.
+
+    Immutable like a frozenset (the log only grows, so its first ``n`` names never
+    change), but made in O(1): grouping hands rules the set of the open run's
+    members (and of every auto-tiled op) at every visit, and copying it into a
+    frozenset each time made grouping quadratic in the length of a run.
+    Operations that build a new set give a frozenset; ``x & s`` and ``x - s``
+    iterate the other operand only (``as_set`` keeps the view as it is).
+    """
+
+    __slots__ = ("_log", "_names", "_position", "_n", "_hash", "_text")
+
+    def __init__(self, log: "NameLog", n: int) -> None:
+        self._log, self._names, self._position, self._n = log, log._names, log._position, n
+        self._hash: int | None = None
+        self._text: str | None = None
+
+    @classmethod
+    def _from_iterable(cls, values: Iterable[Any]) -> frozenset:
+        return frozenset(values)
+
+    def __contains__(self, name: object) -> bool:
+        at = self._position.get(name)  # type: ignore[call-overload]
+        return at is not None and at < self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.islice(self._names, self._n)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self))  # equal sets hash alike, frozensets included
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"NamesSoFar({sorted(self)!r})"
+
+    def text(self) -> str:
+        """``render`` of the set (kept: traces render a run's members once per step)."""
+        if self._text is None:
+            if self._log.all_str:
+                self._text = "{" + ", ".join(map(repr, self._log.sorted_prefix(self._n))) + "}"
+            else:
+                self._text = "{" + ", ".join(render(v, False) for v in iteration_order(self)) + "}"
+        return self._text
+
+
+class NameLog:
+    """An append-only list of distinct names whose :meth:`so_far` is a set value."""
+
+    __slots__ = ("_names", "_position", "_sorted", "_sorted_n", "all_str")
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._position: dict[str, int] = {}
+        self.all_str = True  # every name a str: rendered as repr(name), ordered as text
+        # the first _sorted_n names in order: the views are rendered oldest first
+        # (one per op of a run), each from the last by inserting the names after it
+        self._sorted: list[str] = []
+        self._sorted_n = 0
+
+    def add(self, name: str) -> None:
+        if name not in self._position:
+            self._position[name] = len(self._names)
+            self._names.append(name)
+            self.all_str = self.all_str and type(name) is str
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def so_far(self) -> NamesSoFar:
+        return NamesSoFar(self, len(self._names))
+
+    def sorted_prefix(self, n: int) -> list[str]:
+        """The first ``n`` names in the order of ``iteration_order`` (do not edit)."""
+        if n < self._sorted_n or not self.all_str:
+            return sorted(self._names[:n], key=sort_key)
+        if n > self._sorted_n:
+            merged = list(self._sorted)
+            for name in self._names[self._sorted_n:n]:
+                bisect.insort(merged, name)
+            self._sorted, self._sorted_n = merged, n
+        return self._sorted
+
+
+#: The runtime types of a ``set[T]`` value.
+SET_TYPES = (frozenset, set, NamesSoFar)
+
+
+def as_set(value: Any) -> Any:
+    """``value`` as a set operand: a frozenset or a :class:`NamesSoFar` as it is (no copy)."""
+    return value if isinstance(value, (frozenset, NamesSoFar)) else frozenset(value)
 
 
 # ------------------------------------------------------------- engine records
@@ -103,7 +205,7 @@ class Run:
     """grouping: the open run of ops sharing one loop (``levels`` as its first op runs them)."""
 
     is_open: bool
-    members: frozenset
+    members: frozenset | NamesSoFar
     levels: list
     tiling: Tiling
 
@@ -131,8 +233,11 @@ ENGINE_RECORDS: dict[str, type] = {
 
 
 def iteration_order(values: Any) -> list:
-    """Elements of a list as they are; of a set in ascending order."""
-    if isinstance(values, (frozenset, set)):
+    """Elements of a list as they are; of a set in ascending order.  A list is
+    returned itself, not copied (the evaluator only iterates it): do not edit it."""
+    if type(values) is list:
+        return values
+    if isinstance(values, SET_TYPES):
         return sorted(values, key=sort_key)
     return list(values)
 
@@ -169,7 +274,9 @@ def render(value: Any, top: bool = True) -> str:
         return int_text(int(value))
     if isinstance(value, Tiling):
         return repr(value)
-    if isinstance(value, (frozenset, set)):
+    if isinstance(value, NamesSoFar):
+        return value.text()
+    if isinstance(value, SET_TYPES):
         return "{" + ", ".join(render(v, False) for v in iteration_order(value)) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(render(v, False) for v in value) + "]"

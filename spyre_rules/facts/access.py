@@ -35,7 +35,7 @@ def _symbol_named(mapping: Any, sym: Any) -> Any:
 
 @fact
 def output_symbols(op: Op) -> frozenset[Sym]:
-    return frozenset(op_facts(op).symbol_dims)
+    return op_facts(op).output_symbols
 
 
 @fact

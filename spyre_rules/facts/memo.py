@@ -48,9 +48,10 @@ def structural(maxsize: int = 8192) -> Callable[[Callable], Callable]:
 _depth = 0
 _scope = 0  # the id of the open outermost scope (0: none open)
 _scope_counter = 0
-#: (kind, id(obj)) -> (obj, value): kept only while a scope is open; ``obj`` is held so
-#: its id cannot be recycled for another object while the entry lives.
-_BY_IDENTITY: dict[tuple[str, int], tuple[Any, Any]] = {}
+#: kind -> {id(obj): (obj, value)}: kept only while a scope is open; ``obj`` is held so
+#: its id cannot be recycled for another object while the entry lives.  (One table per
+#: kind: no key tuple to build and hash per lookup.)
+_BY_IDENTITY: dict[str, dict[int, tuple[Any, Any]]] = {}
 
 
 @contextlib.contextmanager
@@ -79,12 +80,14 @@ def by_identity(kind: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
     """``compute(obj)``, kept per ``obj`` (by identity) while a stable scope is open."""
     if not _scope:
         return compute(obj)
-    key = (kind, id(obj))
-    entry = _BY_IDENTITY.get(key)
+    table = _BY_IDENTITY.get(kind)
+    if table is None:
+        table = _BY_IDENTITY[kind] = {}
+    entry = table.get(id(obj))
     if entry is not None and entry[0] is obj:
         return entry[1]
     value = compute(obj)
-    _BY_IDENTITY[key] = (obj, value)
+    table[id(obj)] = (obj, value)
     return value
 
 

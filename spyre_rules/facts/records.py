@@ -123,6 +123,25 @@ def tiling_key(tiling: Any) -> TilingKey:
     """
     if tiling is None:
         return ()
+    if isinstance(tiling, tuple) and _normal(tiling):
+        return tuple(tiling)  # already a key (a plan's Tiling, asked thousands of times)
+    return _tiling_key(tiling)
+
+
+def _normal(tiling: tuple) -> bool:
+    """Pairs of plain ints, dims strictly ascending, every split > 1: its own key."""
+    last = -1
+    for pair in tiling:
+        if type(pair) is not tuple or len(pair) != 2:
+            return False
+        dim, k = pair
+        if type(dim) is not int or type(k) is not int or dim <= last or k <= 1:
+            return False
+        last = dim
+    return True
+
+
+def _tiling_key(tiling: Any) -> TilingKey:
     if isinstance(tiling, tuple) and all(isinstance(p, tuple) for p in tiling):
         items: Iterable[Any] = tiling
     elif isinstance(tiling, Mapping):

@@ -147,9 +147,10 @@ def _reads_slot(self: OpFacts, tiling: Any = None) -> tuple:
 
 def _read_slot(self: OpFacts, read: Read, tiling: Any = None) -> tuple:
     dep = self.dep_of(read)
-    # The index itself, not its text: printing a sympy index costs more than the lookup.
-    return (dep.name, dep.index, tuple(dep.ranges.items()), layout_fingerprint(read.layout),
-            tiling_key(tiling))
+    # The dep by identity: it is one of this snapshot's own MemoryDeps (``dep_of``),
+    # which the snapshot keeps alive, so its id names it for the memo's lifetime
+    # (hashing its index and ranges per call cost more than the answer's lookup).
+    return (id(dep), layout_fingerprint(read.layout), tiling_key(tiling))
 
 
 # --------------------------------------------------------------------------- one snapshot
@@ -292,6 +293,15 @@ class OpFacts:
             if sym not in out and sym in positions:
                 out[sym] = positions.index(sym)
         return out
+
+    @property
+    def output_symbols(self) -> frozenset:
+        """The keys of :attr:`symbol_dims` (one frozenset per snapshot: asked per coord)."""
+        return self._output_symbols()
+
+    @per_snapshot()
+    def _output_symbols(self) -> frozenset:
+        return frozenset(self.symbol_dims)
 
     @property
     def reduction_dims(self) -> dict[sympy.Symbol, int]:

@@ -281,7 +281,8 @@ def _records_in_graph_order(graph: Any) -> None:
     """plan.json lists ops in execution order (tiling inserts copy ops mid-graph)."""
     plan = graph_state(graph).plan
     order = [op.get_name() for op in graph.operations if op.get_name() in plan]
-    rest = [name for name in plan if name not in set(order)]
+    listed = set(order)
+    rest = [name for name in plan if name not in listed]
     reordered = {name: plan[name] for name in order + rest}
     plan.clear()
     plan.update(reordered)

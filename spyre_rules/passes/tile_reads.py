@@ -115,17 +115,50 @@ def _sizes(op: Any) -> list[list[int]]:
 
 
 @contextmanager
-def _full_layouts(tiles: dict[str, TileBuffer], reader: Any) -> Iterator[None]:
-    """Every per-tile buffer of the loop shows its full layout (not the reader's own)."""
+def _full_layouts(tiles: dict[str, TileBuffer], reader: Any) -> Iterator[dict[str, Any]]:
+    """The per-tile buffers ``tiles`` show their full layout (not the reader's own);
+    yields the layouts they had, by buffer name."""
     swapped = [t for t in tiles.values() if t.op is not reader]
     saved = [t.op.layout for t in swapped]
     for t in swapped:
         t.op.layout = t.full_layout
     try:
-        yield
+        yield {t.name: layout for t, layout in zip(swapped, saved)}
     finally:
         for t, layout in zip(swapped, saved):
             t.op.layout = layout
+
+
+@contextmanager
+def _own_layout(saved: dict[str, Any], reader: Any) -> Iterator[None]:
+    """Inside :func:`_full_layouts` of a whole loop (``saved``: what it yielded): the
+    reader's own buffer shows its per-tile layout again, as
+    ``_full_layouts(tiles, reader)`` leaves it -- in O(1), not a swap of every tile."""
+    own = saved.get(reader.get_name())
+    if own is None:
+        yield
+        return
+    full = reader.layout
+    reader.layout = own
+    try:
+        yield
+    finally:
+        reader.layout = full
+
+
+def _reachable_tiles(reader: Any, tiles: dict[str, TileBuffer]) -> dict[str, TileBuffer]:
+    """The per-tile buffers whose layout a trace of ``reader`` can read: the ones it
+    reads, and the ones those read (a load renamed to a copy -- a restickified copy,
+    ``ir_edit.RenameLoads`` -- indexes with the layout of the buffer it copies).
+    :func:`reindex_loop_reads` checks that this subset gives the loads every tile
+    gives, and falls back to every tile when it does not."""
+    names = list(reader.get_read_names())
+    for name in list(names):
+        buf = V.graph.try_get_buffer(name)
+        if isinstance(buf, ir.ComputedBuffer):
+            names.extend(buf.get_read_names())
+    return {name: tiles[name] for name in dict.fromkeys(names)
+            if name in tiles and tiles[name].op is not reader}
 
 
 class _TileLoads(V.WrapperHandler):  # type: ignore[name-defined]
@@ -171,19 +204,33 @@ def _wrap(reader: Any, tiles: dict[str, TileBuffer]) -> None:
     drop_caches(reader)
 
 
-def _full_loads(
-    reader: Any, tiles: dict[str, TileBuffer]
-) -> tuple[list[MemoryDep], list[list[Any]], dict[Any, int]]:
-    """The reader's loads of per-tile buffers as full-buffer indices, over fresh variables
-    (one per dim, size-1 dims included, so every tiled dim has its variable), plus
-    those variables per argument and their per-tile ranges."""
+@dataclasses.dataclass(frozen=True)
+class _Trace:
+    """What one trace of a reader's body recorded: its loads as indices over fresh
+    variables (one per dim, size-1 dims included, so every tiled dim has its
+    variable), those variables per argument and their per-tile ranges."""
+
+    reads: tuple[Any, ...]
+    index_exprs: tuple[Any, ...]
+    args: list[list[Any]]
+    ranges: dict[Any, int]
+
+    def loads_of(self, tiles: dict[str, TileBuffer]) -> list[MemoryDep]:
+        return [dep for dep in self.reads if isinstance(dep, MemoryDep) and dep.name in tiles]
+
+    def same_accesses(self, other: "_Trace") -> bool:
+        return self.reads == other.reads and self.index_exprs == other.index_exprs
+
+
+def _trace(reader: Any) -> _Trace:
+    """Trace the reader's body as the per-tile buffers' layouts are set now."""
     args, var_ranges = index_vars_no_squeeze(*_sizes(reader), prefix="t")
     recorder = RecordLoadStore(var_ranges, normalize=False)
-    with _full_layouts(tiles, reader), V.set_ops_handler(recorder):
+    with V.set_ops_handler(recorder):
         reader.data.inner_fn(*args)
-    loads = [dep for dep in recorder.parent_handler._reads
-             if isinstance(dep, MemoryDep) and dep.name in tiles]
-    return loads, args, {k: int(v) for k, v in var_ranges.items()}
+    inner = recorder.parent_handler
+    return _Trace(tuple(inner._reads), tuple(inner._index_exprs), args,
+                  {k: int(v) for k, v in var_ranges.items()})
 
 
 def _refuse(reader: Any, tile: TileBuffer, index: Any, why: str) -> CoarseTileError:
@@ -245,21 +292,41 @@ def reindex_loop_reads(loops: dict[Any, list[Any]], tiles_of: dict[Any, dict[str
 
     ``loops``: top-level loop id -> its ops; ``tiles_of``: loop id -> its per-tile
     buffers by name.  Everything is checked before the first reader is changed.
+
+    Linear in the ops of a loop: a reader is traced with every per-tile buffer of
+    its loop showing its full layout but its own, yet the layouts are swapped once
+    per loop, not once per reader; and a re-indexed reader swaps, each time its body
+    is traced later, only the buffers it can reach (:func:`_reachable_tiles`) --
+    once a trace with just those swapped recorded exactly the accesses of the trace
+    with every one swapped; otherwise it swaps every one, as the check did.
     """
     readers = []
     for top, ops in loops.items():
         tiles = tiles_of.get(top) or {}
         if not tiles:
             continue
-        for reader in ops:
-            if not isinstance(reader, ir.ComputedBuffer) or not (
-                set(reader.get_read_names()) & set(tiles)
-            ):
-                continue
-            loads, args, ranges = _full_loads(reader, tiles)
-            for dep in loads:
-                _check_in_tile(reader, tiles[dep.name], dep.index, ranges)
-                _check_moves_with_tile(reader, tiles[dep.name], dep.index, args)
-            readers.append((reader, tiles))
+        in_loop = [reader for reader in ops if isinstance(reader, ir.ComputedBuffer)
+                   and any(name in tiles for name in reader.get_read_names())]
+        if not in_loop:
+            continue
+        reachable: dict[str, tuple[dict[str, TileBuffer], _Trace | None]] = {}
+        for reader in in_loop:
+            subset = _reachable_tiles(reader, tiles)
+            try:
+                with _full_layouts(subset, reader):
+                    alone = _trace(reader)
+            except Exception:  # noqa: BLE001 - then it swaps every tile, as the check does
+                alone = None
+            reachable[reader.get_name()] = (subset, alone)
+        with _full_layouts(tiles, None) as saved:
+            for reader in in_loop:
+                with _own_layout(saved, reader):
+                    found = _trace(reader)
+                for dep in found.loads_of(tiles):
+                    _check_in_tile(reader, tiles[dep.name], dep.index, found.ranges)
+                    _check_moves_with_tile(reader, tiles[dep.name], dep.index, found.args)
+                subset, alone = reachable[reader.get_name()]
+                exact = alone is not None and alone.same_accesses(found)
+                readers.append((reader, subset if exact else tiles))
     for reader, tiles in readers:
         _wrap(reader, tiles)

@@ -163,7 +163,8 @@ def _repoint_outputs(graph: Any, old: Any, new: Any) -> None:
 
 
 def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
-    """Register the full buffer + identity copy of ``op``'s tile, right after ``op``."""
+    """Register the full buffer + identity copy of ``op``'s tile (``_place_copies`` puts
+    it right after ``op``)."""
     layout = _full_tiled_layout(op, full)
     loader = op.make_loader()  # lazy: indexes op with its per-tile layout
     data = ir.Pointwise(
@@ -172,9 +173,10 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     )
     buf = ir.ComputedBuffer(name=None, layout=layout, data=data)
     name = graph.register_buffer(buf, set_name=True)
+    # Registered at the end of graph.operations (its name counts the ops); moved right
+    # after ``op`` by ``_place_copies`` once every op is propagated: moving it here
+    # scanned the list once per copy.
     graph.register_operation(buf)
-    graph.operations.remove(buf)
-    graph.operations.insert(graph.operations.index(op) + 1, buf)
     buf.origins = type(op.origins)(op.origins)
     set_op_kind(buf, COPY_KIND)
     # The op's value is final only after its reduction levels (the finalise step),
@@ -196,7 +198,8 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     return buf
 
 
-def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]) -> str:
+def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any],
+               copies: dict[int, Any]) -> str:
     name = op.get_name()
     layout = op.layout
     if not any(loop_tiled_dims(op)) and not any(loop_tiled_reduction_dims(op)):
@@ -227,7 +230,7 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
         drop_caches(op)
         return "writes full buffer"
     layout.per_tile_fixed = True
-    copy = _insert_copy(graph, op, full)
+    copy = copies[id(op)] = _insert_copy(graph, op, full)
     for reader in outside:
         if isinstance(reader, ir.ComputedBuffer):
             _read_full(reader, op, copy.get_name(), copy.layout)
@@ -250,17 +253,39 @@ def insert_tiling_propagation(
     full_layouts = full_layouts or {}
     done: dict[str, str] = {}
     readers = _readers_by_name(graph)
-    for index, group in enumerate(groups):
-        ops, _ = normalize_group(index, group)
-        for op in ops:
-            if loop_group_id(op) is None:
-                raise CoarseTileError(
-                    f"insert_tiling_propagation: {op_description(op)} of group {index} was "
-                    "not tiled (run coarse_tile first)"
-                )
-            name = op.get_name()
-            done[name] = _propagate(graph, op, full_layouts.get(name), readers.get(name, []))
+    copies: dict[int, Any] = {}  # id(op) -> its copy, still at the end of graph.operations
+    try:
+        for index, group in enumerate(groups):
+            ops, _ = normalize_group(index, group)
+            for op in ops:
+                if loop_group_id(op) is None:
+                    raise CoarseTileError(
+                        f"insert_tiling_propagation: {op_description(op)} of group {index} was "
+                        "not tiled (run coarse_tile first)"
+                    )
+                name = op.get_name()
+                done[name] = _propagate(graph, op, full_layouts.get(name), readers.get(name, []),
+                                        copies)
+    finally:
+        _place_copies(graph, copies)
     return done
+
+
+def _place_copies(graph: Any, copies: dict[int, Any]) -> None:
+    """Move every copy from the end of ``graph.operations`` to right after its op (one
+    pass over the list, in place: callers hold the list)."""
+    if not copies:
+        return
+    moved = {id(copy) for copy in copies.values()}
+    order = []
+    for op in graph.operations:
+        if id(op) in moved:
+            continue
+        order.append(op)
+        copy = copies.get(id(op))
+        if copy is not None:
+            order.append(copy)
+    graph.operations[:] = order
 
 
 def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
