@@ -21,24 +21,28 @@ same value, through a few strided views of device memory, after an exact bounds
 check on the block's coordinate extremes (any doubt -> the general path, which
 raises the exact error).  Everything between loads and the store is shared, so
 both paths produce identical bytes (``views.FORCE_GENERAL`` forces the general
-path; tests compare the two).  Per spec, the coordinate analysis and axes are
-cached; a structured load that does not depend on the split axis is reused by
-the following blocks of the same run when the store cannot overwrite it.
+path; tests compare the two).  Per spec, the program is compiled once and
+re-bound per run (``compiled``); values are computed into reused buffers where
+that gives the same bits (``scratch``); a structured load that does not depend on
+the split axis is reused by the following blocks of the same run when the store
+cannot overwrite it (docs/architecture.md, "Running one OpSpec").
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from spyre_rules.executor import dtypes, reductions, views
-from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError, IndirectIndexError
+from spyre_rules.executor import compiled, dtypes, reductions, scratch, views
+from spyre_rules.executor.access import Access as _Access
+from spyre_rules.executor.hbm import DeviceMemory
+from spyre_rules.executor.indirect import active_mask, bind_indirect_index
+from spyre_rules.executor.space import Space as _Space
+from spyre_rules.executor.space import blocks
 from spyre_rules.executor.sympy_eval import evaluate
-from spyre_rules.program.op_spec import OpSpec, TensorArg, element_bytes
+from spyre_rules.program.op_spec import OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 
 __all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
@@ -46,217 +50,33 @@ __all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
 #: Most iteration points evaluated at once.
 CHUNK_ELEMENTS = 1 << 20
 
-
-def _device_strides(size: list[int]) -> list[int]:
-    strides = [1] * len(size)
-    for d in range(len(size) - 2, -1, -1):
-        strides[d] = strides[d + 1] * int(size[d + 1])
-    return strides
-
-
-#: id(TensorArg) -> (the arg, the coordinates and strides analysed, their structure or
-#: None); the arg is kept so ids stay unique, the key re-checked because args are mutable.
-_STRUCTURES: dict[int, tuple[TensorArg, tuple, views.Structure | None]] = {}
-_STRUCTURES_LIMIT = 1 << 14
-
-
-def _structure(arg: TensorArg, strides: list[int]) -> views.Structure | None:
-    if arg.indirect:
-        return None  # data-dependent coordinates: the general gather, bounds-checked per point
-    key = (tuple(arg.device_coordinates), tuple(strides))
-    hit = _STRUCTURES.get(id(arg))
-    if hit is not None and hit[0] is arg and hit[1] == key:
-        return hit[2]
-    if len(_STRUCTURES) >= _STRUCTURES_LIMIT:
-        _STRUCTURES.clear()
-    structure = views.analyse(list(arg.device_coordinates), strides)
-    _STRUCTURES[id(arg)] = (arg, key, structure)
-    return structure
-
-
-class _Access:
-    """Address computation and bounds checks of one TensorArg in one op.
-
-    Works in *element* units of the arg's device format (byte address =
-    ``element * element_bytes``; segments are 128-byte aligned, so the base is a
-    whole number of elements).  Checks, cheapest first:
-
-    1. every device coordinate lies in ``[0, device_size[d])`` -- evaluated on the
-       coordinate's own (small, broadcastable) grid;
-    2. the address range implied by the coordinates' extremes lies in the
-       allocation ``[base, base + size_in_bytes)``; only if that bound fails is
-       every address checked to report the first bad one.
-    Masked-off lanes (loads under ``masked``) are exempt and read the base.
-    """
-
-    def __init__(self, op: str, arg: TensorArg, memories: dict[str, DeviceMemory],
-                 shift: int = 0) -> None:
-        kind = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
-        if kind is None or kind not in memories:
-            raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} has no HBM or LX allocation ({arg.allocation})"
-            )
-        self.op = op
-        self.arg = arg
-        self.memory = memories[kind]
-        self.width = element_bytes(arg.device_dtype)
-        self.base = int(arg.allocation[kind])
-        self.end = self.base + arg.size_in_bytes
-        if self.base % self.width or shift % self.width:
-            raise DeviceMemoryError(
-                f"op {op}: tensor {arg.name} allocation {self.base} (+ loop offset {shift}) "
-                f"is not aligned to its {self.width}-byte elements"
-            )
-        #: loop offset in elements (counted loops move the tile inside the allocation)
-        self.shift = shift // self.width
-        #: accessible elements relative to base: the allocation, narrowed to the
-        #: whole buffer's segment when the allocation is one unrolled tile of it
-        self.low_limit, self.limit = 0, (self.end - self.base) // self.width
-        if arg.segment is not None:
-            self.low_limit = max(0, (int(arg.segment[0]) - self.base) // self.width)
-            self.limit = min(self.limit, (int(arg.segment[1]) - self.base) // self.width)
-        self.strides = _device_strides(arg.device_size)
-        self.structure = _structure(arg, self.strides)
-
-    def view_plan(self, box: views.Box, rank: int) -> views.Plan | None:
-        """The block's strided views, if the access is structured and every point of
-        the block is in bounds (else the general path decides, with its exact errors)."""
-        if views.FORCE_GENERAL or self.structure is None:
-            return None
-        plan = views.plan(self.structure, box, rank, self.base // self.width + self.shift)
-        if plan is None:
-            return None
-        low = self.shift + sum(c * s for c, s in zip(plan.low, self.strides))
-        high = self.shift + sum(c * s for c, s in zip(plan.high, self.strides))
-        if low < self.low_limit or high >= self.limit or any(
-                lo < 0 or hi >= int(size)
-                for lo, hi, size in zip(plan.low, plan.high, self.arg.device_size)):
-            return None
-        return plan
-
-    def _fail(self, access: str, offset: Any, bad: torch.Tensor, detail: str) -> DeviceMemoryError:
-        offset, bad = torch.broadcast_tensors(torch.as_tensor(offset), bad)
-        element = offset[bad].flatten()[0]
-        address = self.base + int(element) * self.width
-        segment = ""
-        if self.arg.segment is not None:
-            segment = f" of the buffer [{int(self.arg.segment[0])}, {int(self.arg.segment[1])})"
-        return DeviceMemoryError(
-            f"op {self.op}: {access} of tensor {self.arg.name} at byte address {address} "
-            f"{detail} (allocation [{self.base}, {self.end}){segment})"
-        )
-
-    def elements(self, env: dict[str, Any], active: torch.Tensor | None, access: str) -> torch.Tensor:
-        """Global element indices (into the HBM view of this arg's storage dtype)."""
-        offset: Any = self.shift
-        low = high = self.shift
-        for d, (expr, stride) in enumerate(zip(self.arg.device_coordinates, self.strides)):
-            coord = torch.as_tensor(evaluate(expr, env), dtype=torch.int64)
-            size = int(self.arg.device_size[d])
-            outside = (coord < 0) | (coord >= size)
-            if active is not None:
-                outside = outside & active
-            if bool(outside.any()):
-                raise self._fail(access, offset + coord * stride, outside,
-                                 f"has device coordinate {d} = {expr} outside [0, {size})")
-            if coord.numel():
-                low += int(coord.min()) * stride
-                high += int(coord.max()) * stride
-            offset = offset + coord * stride
-        offset = torch.as_tensor(offset, dtype=torch.int64)
-        if low < self.low_limit or high >= self.limit:  # cheap bound failed: find the culprit
-            bad = (offset < self.low_limit) | (offset >= self.limit)
-            if active is not None:
-                bad = bad & active
-            if bool(bad.any()):
-                raise self._fail(access, offset, bad, "is outside its allocation")
-        if active is not None:
-            offset = torch.where(active, offset, 0)
-        return offset + self.base // self.width
-
-
-def _blocks(ranges: list[int], budget: int) -> Iterator[list[tuple[int, int]]]:
-    """Cover the row-major space ``ranges`` with blocks of at most ``budget`` points.
-
-    Each block is one ``(start, stop)`` per axis: the axes after a *split axis*
-    are whole, the split axis is cut into runs, the axes before it are single
-    indices.  The split axis is the outermost one whose inner axes fit the budget.
-    """
-    inner = [math.prod(ranges[i + 1:]) for i in range(len(ranges))]
-    split = next((i for i, n in enumerate(inner) if n <= budget), None)
-    if split is None:  # no axes: one point
-        yield []
-        return
-    run = max(1, budget // inner[split])
-    for prefix in itertools.product(*(range(r) for r in ranges[:split])):
-        for a in range(0, ranges[split], run):
-            yield ([(i, i + 1) for i in prefix] + [(a, min(ranges[split], a + run))]
-                   + [(0, r) for r in ranges[split + 1:]])
-
-
-class _Space:
-    """One chunk of the iteration space: an int64 grid per symbol (``env``, each
-    varying along its own axes of a ``rank``-dim chunk; single-index axes become
-    plain ints) and the same as ranges (``box``) for the structured views.
-
-    A symbol in ``splits`` whose block is whole runs of its ``k`` takes two axes
-    ``(q, r)``, ``c = start + q*k + r``: then a stick-split access is one strided view
-    in the chunk's own shape, read and computed on without a copy."""
-
-    def __init__(self, rank: int, parent: _Space | None = None) -> None:
-        self.rank = rank
-        self.env: dict[str, Any] = dict(parent.env) if parent else {}
-        self.box: views.Box = dict(parent.box) if parent else {}
-        self.shape: list[int] = list(parent.shape) if parent else []
-
-    @staticmethod
-    def dims(names: list[str], block: list[tuple[int, int]], splits: dict[str, int]) -> list[int]:
-        """The chunk's axis sizes for ``block`` (a split symbol gives two)."""
-        out: list[int] = []
-        for name, (a, b) in zip(names, block):
-            k = splits.get(name, 1)
-            out += [(b - a) // k, k] if _split(k, a, b) else [b - a]
-        return out
-
-    def add(self, names: list[str], block: list[tuple[int, int]],
-            splits: dict[str, int] | None = None) -> _Space:
-        splits = splits or {}
-        for name, (a, b) in zip(names, block):
-            axis = len(self.shape)
-            k = splits.get(name, 1)
-            if b - a == 1:
-                self.env[name] = self.box[name] = a
-                self.shape.append(1)
-                continue
-            shape = [1] * self.rank
-            if _split(k, a, b):
-                shape[axis], shape[axis + 1] = (b - a) // k, k
-                self.box[name] = (axis, a, b, k)
-                self.shape += [(b - a) // k, k]
-            else:
-                shape[axis] = b - a
-                self.box[name] = (axis, a, b)
-                self.shape.append(b - a)
-            self.env[name] = torch.arange(a, b, dtype=torch.int64).view(shape)
-        return self
-
-
-def _split(k: int, a: int, b: int) -> bool:
-    return k > 1 and a % k == 0 and (b - a) % k == 0 and b - a > k
-
-
-def _active_mask(entry: dict[str, Any], values: list[Any]) -> torch.Tensor | None:
-    masks = entry.get("masks")
-    if not masks:
-        return None
-    active = torch.as_tensor(values[masks[0]]).bool()
-    for m in masks[1:]:
-        active = active & torch.as_tensor(values[m]).bool()
-    return active
-
+#: Cached per-spec facts kept at most (ids of dead specs are dropped with the lot).
+_CACHE_LIMIT = 1 << 14
 
 #: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
+#: unary ops computed into the store's view only when it has their operand's very strides
+#: (the strides torch gives their fresh result: the kernel then iterates identically);
+#: relu is eager's clamp_min(x, 0) (NaN and -0.0 kept), which has an ``out=`` form
+_LIKE_OPS = {name: getattr(torch, name) for name in (
+    "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
+    "sigmoid", "erf", "abs", "neg", "reciprocal")}
+_LIKE_OPS["relu"] = lambda x, out: torch.clamp_min(x, 0, out=out)
+
+
+def _dense(x: torch.Tensor) -> bool:
+    """Non-overlapping and dense: its size > 1 dims tile a contiguous range."""
+    expected = 1
+    for stride, size in sorted((x.stride(d), n) for d, n in enumerate(x.shape) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _same_layout(x: torch.Tensor, target: torch.Tensor) -> bool:
+    return x.shape == target.shape and _dense(x) and all(
+        n == 1 or x.stride(d) == target.stride(d) for d, n in enumerate(x.shape))
 
 _AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
@@ -271,7 +91,7 @@ def _axes(spec: OpSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     hit = _AXES.get(id(spec))
     if hit is not None and hit[0] is spec and hit[1] == key:
         return hit[2]
-    if len(_AXES) >= _STRUCTURES_LIMIT:
+    if len(_AXES) >= _CACHE_LIMIT:
         _AXES.clear()
     red = {str(s) for s in reds}
     items = [(str(s), int(r)) for s, (r, _) in items_in]
@@ -299,6 +119,45 @@ class _Program:
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
         self.operand_symbols = self._operand_symbols()
+        self.direct_loads = self._direct_loads()
+
+    def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
+        """Re-point a compiled program at a new run (``compiled``): only the kernel
+        name, the memories and the loop offsets change; per-run state is reset."""
+        self.name = f"{where}/{self.spec.op}" if where else self.spec.op
+        shifts = shifts or [0] * len(self.spec.args)
+        for access, shift in zip(self.accesses, shifts):
+            access.bind(self.name, memories, shift)
+        self._cacheable = self._loads_to_cache()
+        self._loaded = {}
+
+    def release(self) -> None:
+        """Drop the run's references to device memory (views kept for reuse, the
+        memories themselves): a kept program must not keep a dead graph's memory alive."""
+        self._loaded = {}
+        for access in self.accesses:
+            access.memory = None
+
+    def _direct_loads(self) -> set[int]:
+        """Loads read as strided views of device memory, no copy: every load of a
+        pointwise program; before a reduction, a load only ``scratch.EXACT`` ops
+        consume (they compute into contiguous buffers, so the reduction sums the same
+        contiguous tensor the general path builds: summation order sets the bits)."""
+        loads = {i for i, e in enumerate(self.program) if e["op"] == "load"}
+        if self.reduction is None:
+            return loads
+        consumers: dict[int, set[str]] = {i: set() for i in loads}
+        for entry in self.program:
+            for i in entry.get("in", ()):
+                if i in consumers:
+                    consumers[i].add(entry["op"])
+            for i in entry.get("masks", ()):
+                if i in consumers:
+                    consumers[i].add("mask")
+        if self.store["value"] in consumers:
+            consumers[self.store["value"]].add("store")
+        return {i for i, ops in consumers.items()
+                if i < self.reduction_at and ops and ops <= set(scratch.EXACT)}
 
     def _loads_to_cache(self) -> set[int]:
         """Args whose structured loads may be reused by later blocks of this run (a
@@ -360,9 +219,13 @@ class _Program:
             deps.append(names)
         return [deps[i] & out for i in self.reduction["in"]]
 
-    def _load(self, entry: dict[str, Any], space: _Space, values: list[Any]) -> torch.Tensor:
+    def _load(self, entry: dict[str, Any], space: _Space, values: list[Any],
+              slot: int | None = None) -> torch.Tensor:
+        """The value of a load (``slot``: its entry index, naming its reused buffer)."""
+        if slot is None:
+            slot = next(i for i, e in enumerate(self.program) if e is entry)
         access = self.accesses[entry["arg"]]
-        active = _active_mask(entry, values)
+        active = active_mask(entry, values)
         host = dtypes.host_dtype(entry["dtype"])
         storage = dtypes.storage_dtype(access.arg.device_dtype, host)
         key = None
@@ -373,14 +236,15 @@ class _Program:
                 return hit[1]
         plan = access.view_plan(space.box, space.rank)
         direct = None
-        if plan is not None and self.reduction is None and storage == dtypes.compute_dtype(host):
-            # pointwise only: reductions sum contiguous chunks (their order sets the bits)
+        if plan is not None and slot in self.direct_loads and storage == dtypes.compute_dtype(host):
             direct = views.direct_view(access.memory.view(storage), plan)
         if direct is not None:
             value = direct
         elif plan is not None and (storage == host or (storage, host) == (torch.int32, torch.int64)):
             # storage -> host -> compute form is an exact widening (or none): one pass
-            value = views.copy_in(access.memory.view(storage), plan, dtypes.compute_dtype(host))
+            compute = dtypes.compute_dtype(host)
+            value = scratch.buffer(slot, plan.shape, compute)
+            views.copy_into(access.memory.view(storage), plan, value)
         else:
             if plan is not None:
                 raw = views.copy_in(access.memory.view(storage), plan)
@@ -393,77 +257,23 @@ class _Program:
             self._loaded[id(entry)] = (key, value)  # the latest per load: bounded memory
         return value
 
-    def _indirect_index(self, entry: dict[str, Any], values: list[Any],
-                        env: dict[str, Any]) -> torch.Tensor:
-        """Bind an indirect symbol to its index values (op_spec.py), refusing any index
-        outside ``[0, size)`` -- it would read another row, or past the tensor."""
-        index = torch.as_tensor(values[entry["in"][0]])
-        if index.is_floating_point() or index.dtype == torch.bool:
-            raise IndirectIndexError(
-                f"op {self.name}: indirect index {entry['symbol']} is a {index.dtype} value, "
-                "not an integer")
-        index = index.to(torch.int64)
-        size = int(entry["size"])
-        if entry.get("wrap_neg", True):
-            index = torch.where(index < 0, index + size, index)
-        bad = (index < 0) | (index >= size)
-        active = _active_mask(entry, values)
-        if active is not None:
-            bad = bad & active
-            index = torch.where(active, index, 0)
-        if bool(bad.any()):
-            original = torch.as_tensor(values[entry["in"][0]]).to(torch.int64)
-            original = torch.broadcast_to(original, torch.broadcast_shapes(original.shape, bad.shape))
-            where = self._point(bad, env)
-            raise IndirectIndexError(
-                f"op {self.name}: indirect index {entry['symbol']} = {int(original[bad][0])}"
-                f"{where} is outside [0, {size}) of the dim it indexes"
-                f"{self._index_tensor(entry, values)}")
-        env[entry["symbol"]] = index
-        return index
-
-    def _index_tensor(self, entry: dict[str, Any], values: list[Any]) -> str:
-        source = self.program[entry["in"][0]]
-        while source["op"] in ("to_dtype", "identity"):
-            source = self.program[source["in"][0]]
-        users = [a.name for a in self.spec.args if any(str(i.symbol) == entry["symbol"]
-                                                         for i in a.indirect)]
-        read = f"; read from tensor {self.spec.args[source['arg']].name}" if source["op"] == "load" else ""
-        return f" (indexing tensor {', '.join(map(str, users))}{read})"
-
-    @staticmethod
-    def _point(bad: torch.Tensor, env: dict[str, Any]) -> str:
-        """`` at c0=.., c1=..`` for the first offending iteration point."""
-        first = [int(i[0]) for i in bad.nonzero(as_tuple=True)]
-        names = []
-        for name, grid in env.items():
-            if not name.startswith("c"):
-                continue
-            if isinstance(grid, torch.Tensor):
-                axis = next((a for a, n in enumerate(grid.shape) if n > 1), None)
-                if axis is None or axis >= len(first) or bad.shape[axis] == 1:
-                    continue  # the index does not vary along this symbol
-                names.append(f"{name}={int(grid.flatten()[first[axis]])}")
-            else:
-                names.append(f"{name}={grid}")
-        return f" at {', '.join(sorted(names))}" if names else ""
-
     def _eval(self, space: _Space, start: int = 0, stop: int | None = None,
               values: list[Any] | None = None) -> list[Any]:
         """Evaluate program entries ``start..stop`` (earlier values given in ``values``)."""
-        env = space.env
         values = [] if values is None else values
         stop = len(self.program) if stop is None else stop
-        for entry in self.program[start:stop]:
+        for index in range(start, stop):
+            entry = self.program[index]
             kind = entry["op"]
             if kind == "load":
-                value = self._load(entry, space, values)
+                value = self._load(entry, space, values, index)
             elif kind == "constant":
                 value = entry["value"]
                 if entry["dtype"] is not None:
                     value = dtypes.to_dtype(value, dtypes.host_dtype(entry["dtype"]))
             elif kind == "index_expr":
-                value = dtypes.to_dtype(evaluate(entry["expr"], env), dtypes.host_dtype(entry["dtype"]))
+                value = dtypes.to_dtype(evaluate(entry["expr"], space.env),
+                                        dtypes.host_dtype(entry["dtype"]))
             elif kind == "to_dtype":
                 value = dtypes.to_dtype(values[entry["in"][0]], dtypes.host_dtype(entry["dtype"]))
             elif kind == "masked":
@@ -471,15 +281,26 @@ class _Program:
                 value = torch.where(torch.as_tensor(mask).bool(), torch.as_tensor(body),
                                     torch.as_tensor(entry["other"]).to(torch.as_tensor(body).dtype))
             elif kind == "indirect_index":
-                value = self._indirect_index(entry, values, env)
+                value = bind_indirect_index(self.name, self.spec, entry, values, space.env)
             elif kind == "getitem":
                 value = values[entry["in"][0]][entry["index"]]
             elif kind == "reduction":
                 raise AssertionError("reductions are evaluated chunk-wise by _reduce")
             else:
-                value = apply_pointwise(kind, [values[i] for i in entry["in"]])
+                value = self._pointwise(entry, values, index)
             values.append(value)
         return values
+
+    def _pointwise(self, entry: dict[str, Any], values: list[Any], index: int) -> Any:
+        ins = [values[i] for i in entry["in"]]
+        value = scratch.compute_exact(entry["op"], ins, index)
+        if value is not None:
+            return value
+        if self.reduction is not None and any(i in self.direct_loads for i in entry["in"]):
+            # a view of device memory: the general path's contiguous operand instead
+            ins = [x.contiguous() if i in self.direct_loads else x
+                   for i, x in zip(entry["in"], ins)]
+        return apply_pointwise(entry["op"], ins)
 
     def _reduce(self, out: _Space, out_shape: list[int], budget: int,
                 block_out: dict[str, int] | None = None) -> Any:
@@ -495,7 +316,7 @@ class _Program:
             points = max(math.prod(block_out[n] for n in symbols)
                          for symbols in self.operand_symbols)
         acc = None
-        for block in _blocks(ranges, max(1, budget // max(points, 1))):
+        for block in blocks(ranges, max(1, budget // max(points, 1))):
             space = _Space(rank, out).add(names, block)
             values = self._eval(space, stop=self.reduction_at)
             shape = [*out_shape, *(b - a for a, b in block)]
@@ -514,7 +335,7 @@ class _Program:
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
-        for block in _blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
+        for block in blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
@@ -535,6 +356,10 @@ class _Program:
             plan = self.store_plan(store_access, space)
             if plan is None:
                 elements = store_access.elements(space.env, None, "store").expand(shape)
+            if plan is not None and store_dtype == storage and storage.is_floating_point:
+                # copy_ rounds to the storage dtype exactly as .to() does: no temporary
+                views.copy_out(store_access.memory.view(storage), plan, value)
+                continue
             data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
             if plan is not None:
                 views.copy_out(store_access.memory.view(storage), plan, data)
@@ -545,11 +370,13 @@ class _Program:
                         storage: torch.dtype) -> bool:
         """Compute the stored value straight into its view of device memory (``out=``),
         saving the result's allocation and copy: only a float32 arithmetic op whose
-        operands already have the block's shape, stored without conversion through one
+        operands already have the block's shape (or a unary op whose operand has the
+        view's strides, ``_LIKE_OPS``), stored without conversion through one
         strided view no load of this op can overlap.  Elementwise, so the bytes are
         those of computing then storing."""
         entry = self.program[-1]
-        fn = _OUT_OPS.get(entry["op"])
+        like = _LIKE_OPS.get(entry["op"])
+        fn = _OUT_OPS.get(entry["op"], like)
         if (fn is None or self.store["value"] != len(self.program) - 1 or storage != torch.float32
                 or dtypes.host_dtype(self.store["dtype"]) != torch.float32
                 or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
@@ -563,7 +390,8 @@ class _Program:
         values = self._eval(space, stop=len(self.program) - 1)
         ins = [values[i] for i in entry["in"]]
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
-                list(torch.broadcast_shapes(*(x.shape for x in ins))) != shape:
+                list(scratch.broadcast_shape([x.shape for x in ins])) != shape or \
+                (fn is like and not _same_layout(ins[0], target)):
             values.append(apply_pointwise(entry["op"], ins))  # the usual store
             value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
@@ -576,11 +404,16 @@ class _Program:
         """Views for the store only if they write every point of the block exactly once
         (the general scatter's order decides duplicates)."""
         structure = access.structure
-        if structure is None or any(isinstance(where, tuple) and name not in structure.symbols
-                                    for name, where in space.box.items()):
+        if structure is None:
             return None
-        ranges = dict(self.out + self.red)
-        if not (structure.symbols <= set(ranges) and structure.injective(ranges)):
+        symbols = structure.symbols
+        for name, where in space.box.items():
+            if type(where) is tuple and name not in symbols:
+                return None
+        if access.injective_store is None:  # the spec's alone: once per compiled program
+            ranges = dict(self.out + self.red)
+            access.injective_store = symbols <= set(ranges) and structure.injective(ranges)
+        if not access.injective_store:
             return None
         return access.view_plan(space.box, space.rank)
 
@@ -596,4 +429,15 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
     memories = {"hbm": memory}
     if lx is not None:
         memories["lx"] = lx
-    _Program(spec, where, memories, shifts).run()
+    # the number of shifts decides how many args get accesses (zip), so it is keyed
+    key, keep = compiled.fingerprint(spec, None if shifts is None else len(shifts))
+    program = compiled.lookup(spec, key)
+    if program is None:
+        program = _Program(spec, where, memories, shifts)
+        compiled.remember(spec, key, keep, program)
+    else:
+        program.bind(where, memories, shifts)
+    try:
+        program.run()
+    finally:
+        program.release()
