@@ -3,14 +3,17 @@
 Each subcommand lives in ``spyre_rules/commands/<module>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> int``; its one-line help is in
 ``_HELP`` here.  Subcommand modules are imported only when chosen, so
-``spyre-rules check`` never pays for (or imports) torch.
+``spyre-rules check`` never pays for (or imports) torch.  A module may also
+expose ``parse_plain(argv)``: the arguments of its commonest form read without
+argparse (whose import and set-up cost a tenth of ``spyre-rules check``), or
+None for anything else, which argparse then reads -- with its usual messages
+and exit codes.
 
 Exit codes: 0 success / clean, 1 diagnostics or a failed check, 2 usage or I/O error.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
@@ -34,13 +37,15 @@ _HELP: dict[str, str] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 on usage errors; keep that.
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+def build_parser(command: str | None = None):
+    """The argparse parser of every command (``command``'s own arguments added)."""
+    import argparse
 
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # argparse exits 2 on usage errors; keep that.
+            self.print_usage(sys.stderr)
+            self.exit(2, f"{self.prog}: error: {message}\n")
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="spyre-rules", description="Declarative coarse-tiling rules for the IBM Spyre accelerator.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
@@ -57,11 +62,14 @@ def _load(name: str):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in COMMANDS else None
-    parser = build_parser(command)
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
+    parse_plain = getattr(_load(command), "parse_plain", None) if command is not None else None
+    args = parse_plain(argv[1:]) if parse_plain is not None else None
+    if args is None:
+        parser = build_parser(command)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
     try:
         return int(_load(args.command).run(args))
     except BrokenPipeError:

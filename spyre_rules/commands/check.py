@@ -33,6 +33,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
 
 
+def parse_plain(argv: list[str]):
+    """The arguments of ``check [PATH ...]`` (no option), as argparse would give
+    them; None when an argument is an option (argparse reads those)."""
+    if any(arg.startswith("-") for arg in argv):
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(command="check", paths=list(argv), format="text", strict=False)
+
+
 def run(args) -> int:
     from spyre_rules.lang.diagnostics import render_text, summary, to_json_obj
     from spyre_rules.lang.driver import check_paths

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from spyre_rules.lang import types as T
 from spyre_rules.lang.consts import int_text
+from spyre_rules.lang.slotted import Frozen, frozen_init
 
 __all__ = ["BUILTINS", "Builtin", "BuiltinError", "Collection", "Params", "SAME_LIST", "sort_key"]
 
@@ -37,38 +37,48 @@ class BuiltinError(Exception):
         self.what = what
 
 
-@dataclass(frozen=True)
-class Collection:
+class Collection(Frozen):
     """One list-or-set argument whose elements must be ``elem`` (None: any type).
 
     ``or_ints``: two or more ``int`` arguments are accepted instead (``min``, ``max``).
     """
 
+    __slots__ = _fields = ("elem", "or_ints")
     elem: T.Type | None
-    or_ints: bool = False
+    or_ints: bool
+
+    def __init__(self, elem: T.Type | None, or_ints: bool = False) -> None:
+        frozen_init(self, elem, or_ints)
 
 
-@dataclass(frozen=True)
-class Params:
+class Params(Frozen):
     """A fixed parameter list: ``(name, type spelling)``; a None name is quoted as
     "argument of `f`" in diagnostics, a named one as "argument `x` of `f`"."""
 
+    __slots__ = _fields = ("params",)
     params: tuple[tuple[str | None, str], ...]
+
+    def __init__(self, params: tuple[tuple[str | None, str], ...]) -> None:
+        frozen_init(self, params)
 
 
 #: result marker: a list of the collection argument's element type, which must be orderable
 SAME_LIST = "list[T]"
 
 
-@dataclass(frozen=True)
-class Builtin:
+class Builtin(Frozen):
+    __slots__ = _fields = ("name", "signature", "args", "result", "run", "sections", "context")
     name: str
     signature: str                   # quoted in E021/E022 notes
     args: Collection | Params
     result: T.Type | str             # a type, or SAME_LIST
     run: Callable[..., Any]
-    sections: tuple[str, ...] | None = None  # the section kinds it may be used in; None: any
-    context: bool = False            # ``run(context, *args)``: needs the planner
+    sections: tuple[str, ...] | None  # the section kinds it may be used in; None: any
+    context: bool                    # ``run(context, *args)``: needs the planner
+
+    def __init__(self, name: str, signature: str, args: Collection | Params, result: T.Type | str,
+                 run: Callable[..., Any], sections: tuple[str, ...] | None = None, context: bool = False) -> None:
+        frozen_init(self, name, signature, args, result, run, sections, context)
 
     def result_spelling(self) -> str:
         return self.result if isinstance(self.result, str) else str(self.result)

@@ -13,9 +13,8 @@ Codes are stable: ``E0xx`` are errors, ``W0xx`` warnings (errors under
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from spyre_rules.lang.ast import Span
+from spyre_rules.lang.slotted import Plain
 
 # code -> one-line meaning (docs/rules_language.md has the same table; a test checks it)
 CODES: dict[str, str] = {
@@ -67,12 +66,16 @@ CODES: dict[str, str] = {
 }
 
 
-@dataclass(slots=True)
-class Diagnostic:
+class Diagnostic(Plain):
+    __slots__ = _fields = ("code", "message", "span", "notes")
     code: str
     message: str
     span: Span
-    notes: list[str] = field(default_factory=list)  # "help: ..." / "note: ..." lines
+    notes: list[str]  # "help: ..." / "note: ..." lines
+
+    def __init__(self, code: str, message: str, span: Span, notes: list[str] | None = None) -> None:
+        self.code, self.message, self.span = code, message, span
+        self.notes = [] if notes is None else notes
 
     @property
     def is_warning(self) -> bool:

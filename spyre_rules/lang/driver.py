@@ -16,13 +16,13 @@ from __future__ import annotations
 import gc
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic, sort_key
 from spyre_rules.lang.limits import MAX_FILE_BYTES, MAX_ITEMS
 from spyre_rules.lang.prelude import PRELUDE_NAME, Vocabulary, build_vocabulary, is_prelude
+from spyre_rules.lang.slotted import Plain
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.resources import rules_dir
 
@@ -42,14 +42,21 @@ class PolicyError(SpyreRulesError):
         self.diagnostics = diagnostics
 
 
-@dataclass
-class CheckResult:
+class CheckResult(Plain):
+    __slots__ = _fields = ("names", "files", "diagnostics", "texts", "vocab", "checker")
     names: list[str]                # every checked file, as displayed
     files: list[A.SourceFile]       # the ones that could be decoded and parsed
     diagnostics: list[Diagnostic]
-    texts: dict[str, str] = field(default_factory=dict)
-    vocab: Vocabulary | None = None
-    checker: object | None = None
+    texts: dict[str, str]
+    vocab: Vocabulary | None
+    checker: object | None
+
+    def __init__(self, names: list[str], files: list[A.SourceFile], diagnostics: list[Diagnostic],
+                 texts: dict[str, str] | None = None, vocab: Vocabulary | None = None,
+                 checker: object | None = None) -> None:
+        self.names, self.files, self.diagnostics = names, files, diagnostics
+        self.texts = {} if texts is None else texts
+        self.vocab, self.checker = vocab, checker
 
     def count(self, strict: bool = False) -> tuple[int, int]:
         """(errors, warnings) as reported with or without ``--strict``."""

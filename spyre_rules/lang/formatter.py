@@ -34,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from spyre_rules.lang.ast import Node
+
 __all__ = ["FormatError", "SECTION_KINDS", "format_text"]
 
 SECTION_KINDS = frozenset({"eligibility", "candidates", "legality", "search", "validation", "grouping"})
@@ -342,10 +344,9 @@ def format_text(text: str) -> str:
 
 def _shape(node: object) -> object:
     """A syntax tree as nested tuples, spans dropped (for comparisons)."""
-    if dataclasses.is_dataclass(node):
+    if isinstance(node, Node):
         return (type(node).__name__,) + tuple(
-            _shape(getattr(node, f.name)) for f in dataclasses.fields(node)
-            if f.name not in ("span", "path", "text"))
+            _shape(getattr(node, name)) for name in node._fields if name not in ("span", "path", "text"))
     if isinstance(node, (list, tuple)):
         return tuple(_shape(x) for x in node)
     return node

@@ -72,33 +72,38 @@ class _FastLexer:
         ws = "|".join(by_name[n] for n in ignore if n != "COMMENT")
         ops = "|".join(re.escape(v) for v in sorted(punct, key=len, reverse=True))
         self.punct = punct
+        # One match per token: the blanks and comments before it are skipped by a
+        # possessive prefix (no backtracking into it, so trailing blanks cannot
+        # become a BAD_CHAR and every position is scanned once); the token is
+        # optional so that the blanks after the last token end the scan.
         self.regex = re.compile(
-            f"(?P<WS>{ws})|(?P<COMMENT>{by_name['COMMENT']})"
-            f"|(?P<STRING>{by_name['STRING']})"
+            f"(?:{ws}|{by_name['COMMENT']})*+"
+            f"(?:(?P<STRING>{by_name['STRING']})"
             f"|(?P<BAD_STRING>{by_name['BAD_STRING']})"
             f"|(?P<NAME>{by_name['NAME']})|(?P<INT>{by_name['INT']})"
-            f"|(?P<PUNCT>{ops})|(?P<BAD_CHAR>.)", re.DOTALL)
+            f"|(?P<PUNCT>{ops})|(?P<BAD_CHAR>.))?", re.DOTALL)
 
     def lex(self, text: str):
         keywords, punct = self.keywords, self.punct
         make = Token
+        count, rindex = text.count, text.rindex
         line, line_start = 1, 0
         for m in self.regex.finditer(text):
             kind = m.lastgroup
-            value = m.group()
-            pos = m.start()
-            if kind == "WS" or kind == "COMMENT":
-                n = value.count("\n")
+            if kind is None:
+                break  # only blanks and comments were left
+            pos = m.start(kind)
+            skipped = m.start()
+            if skipped != pos:  # lines end only in the skipped blanks and comments
+                n = count("\n", skipped, pos)
                 if n:
                     line += n
-                    line_start = pos + value.rindex("\n") + 1
-                continue
+                    line_start = rindex("\n", skipped, pos) + 1
+            value = m.group(kind)
             if kind == "NAME":
                 kind = keywords.get(value, "NAME")
             elif kind == "PUNCT":
                 kind = punct[value]
-            elif kind == "BAD_CHAR" and value == "\n":  # pragma: no cover - WS takes newlines
-                continue
             col = pos - line_start + 1
             yield make(kind, value, pos, line, col, line, col + len(value), pos + len(value))
 
@@ -164,20 +169,18 @@ class _Parser:
             self.fast_lexer = None
         self._lark_lexer = None
         self.terminal_names = sorted({t[0] for t in terminals} - set(ERROR_TOKENS) - ignored) + ["$END"]
-        self.shift = True
-        # A reduction's argument: (size, goto symbol, callback or None when the
-        # reduction keeps its one child).
-        reductions = [
+        self.shift = SHIFT
+        # The cached tables as they are: state -> {symbol: (SHIFT, state) | (REDUCE, rule)}.
+        self.states = tables["states"]
+        # Per rule: (size, goto symbol, callback or None when the reduction keeps its one child).
+        self.reductions = [
             (size, origin, None if keep else _callback(self.transformer, name, to_include, append_none, expand1))
             for size, origin, name, to_include, append_none, expand1, keep in tables["rules"]
         ]
-        self.states = {
-            state: {sym: (True, arg) if action == SHIFT else (False, reductions[arg])
-                    for sym, (action, arg) in acts.items()}
-            for state, acts in tables["states"].items()
-        }
         self.start_state = tables["start"]
         self.end_state = tables["end"]
+        # (state beneath, top state, terminal) -> top state after the run of pass-on reductions
+        self.unit_runs: dict[tuple, int] = {}
 
     @property
     def lark_lexer(self):
@@ -263,7 +266,8 @@ class _Parser:
             end = Token("$END", "", 0, 1, 1, 1, 2)
         tokens.append(end)
 
-        states, shift, end_state = self.states, self.shift, self.end_state
+        states, reductions, shift, end_state = self.states, self.reductions, self.shift, self.end_state
+        unit_runs = self.unit_runs
         stack = [self.start_state]
         values: list = []
         quiet = 0  # after an error, report nothing until a few tokens are accepted again
@@ -278,16 +282,26 @@ class _Parser:
                 # shift, after as many reductions as the table asks for (lark's LALR loop,
                 # without a call for the reductions that just pass their one child on)
                 while True:
-                    act = states[stack[-1]].get(ttype)
+                    top = stack[-1]
+                    act = states[top].get(ttype)
                     if act is None:
                         break  # an error found only after some reductions (merged lookaheads)
                     action, arg = act
-                    if action is shift:
+                    if action == shift:
                         stack.append(arg)
                         values.append(tok)
                         break
-                    size, origin, callback = arg
+                    size, origin, callback = reductions[arg]
                     if callback is None:
+                        if ttype != "$END":
+                            # a run of reductions that pass their one child on
+                            # (`x` up the ladder of expression precedences): one step
+                            key = (stack[-2], top, ttype)
+                            end = unit_runs.get(key)
+                            if end is None:
+                                end = unit_runs[key] = self._unit_run(key)
+                            stack[-1] = end
+                            continue
                         del stack[-1]
                     else:
                         if size:
@@ -323,6 +337,22 @@ class _Parser:
                 continue
             i = self._recover(stack, values, tokens, i)
 
+    def _unit_run(self, key: tuple[int, int, str]) -> int:
+        """The state on top after the run of one-child pass-on reductions that a
+        ``ttype`` token starts from state ``top`` above ``beneath`` (each such
+        reduction replaces the top state and leaves ``beneath`` in place, so the
+        run depends on these three only)."""
+        beneath, top, ttype = key
+        states, reductions, shift = self.states, self.reductions, self.shift
+        while True:
+            act = states[top].get(ttype)
+            if act is None or act[0] == shift:
+                return top
+            _, origin, callback = reductions[act[1]]
+            if callback is not None:
+                return top
+            top = states[beneath][origin][1]
+
     def _shifts(self, stack, ttype: str) -> bool:
         """Would a token of type ``ttype`` be accepted from the state ``stack``?
         (Simulates the reductions on a copy of the state numbers only.)"""
@@ -331,7 +361,7 @@ class _Parser:
     def _shifts_at(self, stack, depth: int, ttype: str) -> bool:
         """``_shifts(stack[:depth], ttype)`` without copying the stack: the
         simulated reductions pop from ``pushed`` first, then lower ``depth``."""
-        states, shift = self.states, self.shift
+        states, reductions, shift = self.states, self.reductions, self.shift
         pushed: list = []
         top = stack[depth - 1]
         while True:
@@ -339,9 +369,9 @@ class _Parser:
             if act is None:
                 return False
             action, arg = act
-            if action is shift:
+            if action == shift:
                 return True
-            size, origin, _ = arg
+            size, origin, _ = reductions[arg]
             if size:
                 mine = min(size, len(pushed))
                 if mine:
@@ -373,11 +403,11 @@ class _Parser:
         """Feed a repair token that is known to be accepted (see ``_shifts``)."""
         while True:
             action, arg = self.states[stack[-1]][tok.type]
-            if action is self.shift:
+            if action == self.shift:
                 stack.append(arg)
                 values.append(tok)
                 return
-            size, origin, callback = arg
+            size, origin, callback = self.reductions[arg]
             if callback is None:
                 del stack[-1]
             else:
@@ -425,10 +455,10 @@ class _Parser:
         """Apply the reductions and the shift of a ``ttype`` token to ``stack`` in place."""
         while True:
             action, arg = self.states[stack[-1]][ttype]
-            if action is self.shift:
+            if action == self.shift:
                 stack.append(arg)
                 return True
-            size, origin, _ = arg
+            size, origin, _ = self.reductions[arg]
             if size:
                 del stack[-size:]
             stack.append(self.states[stack[-1]][origin][1])

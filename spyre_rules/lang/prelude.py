@@ -9,51 +9,67 @@ Python.  It never imports torch.
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass, field
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang import types as T
 from spyre_rules.lang.builtins import BUILTINS
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.sections import REQUIRED_FIELDS, REQUIRED_TYPES
+from spyre_rules.lang.slotted import Plain
 from spyre_rules.lang.templates import is_reserved_name
 
 PRELUDE_NAME = "prelude.rules"
 
 
-@dataclass
-class RecordInfo:
+class RecordInfo(Plain):
+    __slots__ = _fields = ("name", "extern", "fields", "decl")
     name: str
     extern: bool
     fields: dict[str, T.Type]
     decl: A.RecordDecl
 
+    def __init__(self, name: str, extern: bool, fields: dict[str, T.Type], decl: A.RecordDecl) -> None:
+        self.name, self.extern, self.fields, self.decl = name, extern, fields, decl
 
-@dataclass
-class FactInfo:
+
+class FactInfo(Plain):
+    __slots__ = _fields = ("name", "params", "result", "decl")
     name: str
     params: list[tuple[str, T.Type]]
     result: T.Type
     decl: A.FactDecl
+
+    def __init__(self, name: str, params: list[tuple[str, T.Type]], result: T.Type, decl: A.FactDecl) -> None:
+        self.name, self.params, self.result, self.decl = name, params, result, decl
 
     def signature(self) -> str:
         params = ", ".join(f"{n}: {t}" for n, t in self.params)
         return f"{self.name}({params}) -> {self.result}"
 
 
-@dataclass
-class ConfigInfo:
+class ConfigInfo(Plain):
+    __slots__ = _fields = ("name", "type", "decl")
     name: str
     type: T.Type
     decl: A.ConfigDecl
 
+    def __init__(self, name: str, type: T.Type, decl: A.ConfigDecl) -> None:  # noqa: A002 - the field's name
+        self.name, self.type, self.decl = name, type, decl
 
-@dataclass
-class Vocabulary:
-    opaque: dict[str, A.TypeDecl] = field(default_factory=dict)
-    records: dict[str, RecordInfo] = field(default_factory=dict)
-    facts: dict[str, FactInfo] = field(default_factory=dict)
-    config: dict[str, ConfigInfo] = field(default_factory=dict)
+
+class Vocabulary(Plain):
+    __slots__ = _fields = ("opaque", "records", "facts", "config")
+    opaque: dict[str, A.TypeDecl]
+    records: dict[str, RecordInfo]
+    facts: dict[str, FactInfo]
+    config: dict[str, ConfigInfo]
+
+    def __init__(self, opaque: dict[str, A.TypeDecl] | None = None, records: dict[str, RecordInfo] | None = None,
+                 facts: dict[str, FactInfo] | None = None, config: dict[str, ConfigInfo] | None = None) -> None:
+        self.opaque = {} if opaque is None else opaque
+        self.records = {} if records is None else records
+        self.facts = {} if facts is None else facts
+        self.config = {} if config is None else config
 
     def type_named(self, name: str) -> T.Type | None:
         if name in T.PRIMITIVES:

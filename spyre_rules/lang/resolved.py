@@ -20,55 +20,70 @@ AST lives as long as the check result that holds both):
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Any
 
 from spyre_rules.lang import ast as A
+from spyre_rules.lang.slotted import Frozen, frozen_init
 
 __all__ = ["ConfigValue", "ConstRef", "GeneratorRef", "Placeholder", "Resolution", "Template",
            "names_read"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ConstRef:
+class ConstRef(Frozen):
     """A constant; ``info`` is the checker's ConstInfo (its ``value`` once computed)."""
 
+    __slots__ = _fields = ("info",)
     info: Any
+
+    def __init__(self, info: Any) -> None:
+        frozen_init(self, info)
 
     @property
     def value(self) -> Any:
         return self.info.value
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GeneratorRef:
+class GeneratorRef(Frozen):
     """A candidates generator's name in validation: the candidates it emits."""
 
+    __slots__ = _fields = ("name",)
     name: str
 
+    def __init__(self, name: str) -> None:
+        frozen_init(self, name)
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ConfigValue:
+
+class ConfigValue(Frozen):
     """``config.NAME`` in a placeholder."""
 
+    __slots__ = _fields = ("name",)
     name: str
 
+    def __init__(self, name: str) -> None:
+        frozen_init(self, name)
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Placeholder:
+
+class Placeholder(Frozen):
     """``{head.field...}``: ``label`` as written, ``ref`` what ``head`` names."""
 
+    __slots__ = _fields = ("label", "ref", "fields")
     label: str
     ref: Any               # Binding | ConstRef | GeneratorRef | ConfigValue
     fields: tuple[str, ...]
 
+    def __init__(self, label: str, ref: Any, fields: tuple[str, ...]) -> None:
+        frozen_init(self, label, ref, fields)
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Template:
+
+class Template(Frozen):
     """A string literal: decoded literal text and placeholders, in order."""
 
+    __slots__ = _fields = ("pieces",)
     pieces: tuple[str | Placeholder, ...]
+
+    def __init__(self, pieces: tuple[str | Placeholder, ...]) -> None:
+        frozen_init(self, pieces)
 
     @property
     def placeholders(self) -> list[Placeholder]:
@@ -128,11 +143,9 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 def _child_fields(cls: type) -> tuple[str, ...]:
     """The fields of an AST node class other than its span (``()`` for a value
-    that is not a node); looked up once per class, because ``dataclasses.fields``
-    per node made this walk about a fifth of checking the bundled rules (profiled)."""
+    that is not a node); looked up once per class."""
     found = _CHILD_FIELDS.get(cls)
     if found is None:
-        found = tuple(f.name for f in dataclasses.fields(cls) if f.name != "span") \
-            if dataclasses.is_dataclass(cls) else ()
+        found = tuple(name for name in cls._fields if name != "span") if issubclass(cls, A.Node) else ()
         _CHILD_FIELDS[cls] = found
     return found

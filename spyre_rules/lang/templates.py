@@ -17,9 +17,9 @@ same thing to both, and no decoded text is ever split again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from spyre_rules.lang.ast import Span, Str
+from spyre_rules.lang.slotted import Plain
 
 _PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _ESCAPES = {"n": "\n", "t": "\t"}
@@ -50,18 +50,24 @@ def unescape(raw: str) -> str:
     return "".join(out)
 
 
-@dataclass(slots=True)
-class Placeholder:
+class Placeholder(Plain):
+    __slots__ = _fields = ("path", "start", "end")
     path: tuple[str, ...]  # ("r", "buffer"); ("config", "max_span_bytes")
     start: int             # offsets of `{` and one past `}` in the raw text
     end: int
 
+    def __init__(self, path: tuple[str, ...], start: int, end: int) -> None:
+        self.path, self.start, self.end = path, start, end
 
-@dataclass(slots=True)
-class TemplateError:
+
+class TemplateError(Plain):
+    __slots__ = _fields = ("message", "start", "end")
     message: str
     start: int
     end: int
+
+    def __init__(self, message: str, start: int, end: int) -> None:
+        self.message, self.start, self.end = message, start, end
 
 
 def split_template(raw: str) -> tuple[list[str | Placeholder], list[TemplateError]]:
@@ -134,16 +140,22 @@ def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-@dataclass(slots=True)
-class CheckedPlaceholder:
+class CheckedPlaceholder(Plain):
+    __slots__ = _fields = ("path", "span")
     path: tuple[str, ...]
     span: Span
 
+    def __init__(self, path: tuple[str, ...], span: Span) -> None:
+        self.path, self.span = path, span
 
-@dataclass(slots=True)
-class CheckedError:
+
+class CheckedError(Plain):
+    __slots__ = _fields = ("message", "span")
     message: str
     span: Span
+
+    def __init__(self, message: str, span: Span) -> None:
+        self.message, self.span = message, span
 
 
 def parse_template_pieces(s: Str) -> tuple[list[str | CheckedPlaceholder], list[CheckedError]]:

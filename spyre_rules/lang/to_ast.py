@@ -6,10 +6,15 @@ built once, with its source span, and no intermediate tree is kept.
 
 from __future__ import annotations
 
+from functools import partial
+
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic
 from spyre_rules.lang.lark_support import Token
 from spyre_rules.lang.templates import unescape
+
+# A.Span(...) without the Python-level __new__ of a named tuple (a span per node and token)
+_span = partial(tuple.__new__, A.Span)
 
 
 class _ToAst:
@@ -22,18 +27,27 @@ class _ToAst:
 
     # -- helpers
     def tspan(self, t) -> A.Span:
-        return A.Span(self.file, t.line, t.column, t.end_line, t.end_column)
+        return _span((self.file, t.line, t.column, t.end_line, t.end_column))
 
     def span(self, children) -> A.Span:
-        first = last = None
-        for c in children:
-            if c is not None:
-                if first is None:
-                    first = c
-                last = c
-        a = self.tspan(first) if isinstance(first, Token) else first.span
-        b = self.tspan(last) if isinstance(last, Token) else last.span
-        return a.to(b)
+        """From the start of the first child to the end of the last (absent
+        optional parts, None, skipped)."""
+        first, last = children[0], children[-1]
+        if first is None or last is None:
+            first = last = None
+            for c in children:
+                if c is not None:
+                    if first is None:
+                        first = c
+                    last = c
+        if first.__class__ is Token:
+            file, line, col = self.file, first.line, first.column
+        else:
+            file, line, col, _, _ = first.span
+        if last.__class__ is Token:
+            return _span((file, line, col, last.end_line, last.end_column))
+        end = last.span
+        return _span((file, line, col, end[3], end[4]))
 
     def ident(self, t) -> A.Ident:
         return A.Ident(self.tspan(t), str(t))

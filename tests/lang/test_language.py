@@ -120,6 +120,9 @@ def test_fast_lexer_matches_lark_lexer():
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in
              [*rules_dir().glob("*.rules"), *(ROOT / "tests/lang/invalid").rglob("*.rules")]]
     texts += ['x = "unterminated\n$ @ ≥ \t"ok" 12_3 a.b //% ->\n# c\n', "", "\n\n  ", "a\rb"]
+    # blanks and comments before the first, between and after the last token (skipped as one
+    # prefix of the next token's match by the fast lexer)
+    texts += ["# only a comment", "# c\n\n# d", "x" + " \n" * 5000 + "# end", "\n# a\n  # b\n\tconst X = 1;  # c\n "]
     import lark
 
     for text in texts:

@@ -11,21 +11,28 @@ items every kind may contain (``let``, decisions, ``require``) are checked by
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.scope import Binding, Scope
+from spyre_rules.lang.slotted import Frozen, Plain, frozen_init
 
 
-@dataclass
-class SectionState:
+class SectionState(Plain):
     """What the checker knows while it walks one section's items in order."""
 
+    __slots__ = _fields = ("scope", "unused", "seen", "names")
     scope: Scope                     # scope of the next item (an item may replace it)
-    unused: list[Binding] = field(default_factory=list)   # reported if never read (W002)
-    seen: dict[type, A.Span] = field(default_factory=dict)  # items a section has once
-    names: dict[str, A.Ident] = field(default_factory=dict)  # names set once (search bounds)
+    unused: list[Binding]            # reported if never read (W002)
+    seen: dict[type, A.Span]         # items a section has once
+    names: dict[str, A.Ident]        # names set once (search bounds)
+
+    def __init__(self, scope: Scope, unused: list[Binding] | None = None, seen: dict[type, A.Span] | None = None,
+                 names: dict[str, A.Ident] | None = None) -> None:
+        self.scope = scope
+        self.unused = [] if unused is None else unused
+        self.seen = {} if seen is None else seen
+        self.names = {} if names is None else names
 
 
 #: ``check(checker, item, state)``: the checker is ``lang/checker.py``'s (typed ``Any``
@@ -33,23 +40,33 @@ class SectionState:
 ItemCheck = Callable[[Any, Any, SectionState], None]
 
 
-@dataclass(frozen=True)
-class SectionSpec:
+class SectionSpec(Frozen):
+    __slots__ = _fields = ("kind", "items", "actions", "bindings", "first_match", "item_checks",
+                           "required_items", "decision_bindings", "order_check", "finish")
     kind: str
     items: tuple            # allowed item classes
-    actions: tuple = ()     # allowed decision actions
-    bindings: dict = field(default_factory=dict)  # name -> type spelling, visible to every item
-    first_match: bool = False
+    actions: tuple          # allowed decision actions
+    bindings: dict          # name -> type spelling, visible to every item
+    first_match: bool
     # the kind's own items: item class -> its check (the shared items are checker.py's)
-    item_checks: dict[type, ItemCheck] = field(default_factory=dict)
+    item_checks: dict[type, ItemCheck]
     # items the section must contain, exactly once: (item class, word)
-    required_items: tuple[tuple[type, str], ...] = ()
+    required_items: tuple[tuple[type, str], ...]
     # extra names a decision's guard and message see
-    decision_bindings: dict = field(default_factory=dict)
+    decision_bindings: dict
     # called before each allowed item is checked (where an item may stand)
-    order_check: ItemCheck | None = None
+    order_check: ItemCheck | None
     # called after the last item (what the whole section must set)
-    finish: Callable[[Any, A.Section, SectionState], None] | None = None
+    finish: Callable[[Any, A.Section, SectionState], None] | None
+
+    def __init__(self, kind: str, items: tuple, actions: tuple = (), bindings: dict | None = None,
+                 first_match: bool = False, item_checks: dict[type, ItemCheck] | None = None,
+                 required_items: tuple[tuple[type, str], ...] = (), decision_bindings: dict | None = None,
+                 order_check: ItemCheck | None = None,
+                 finish: Callable[[Any, A.Section, SectionState], None] | None = None) -> None:
+        frozen_init(self, kind, items, actions, {} if bindings is None else bindings, first_match,
+                    {} if item_checks is None else item_checks, required_items,
+                    {} if decision_bindings is None else decision_bindings, order_check, finish)
 
 
 EMIT_TYPE = "Candidate"  # what a candidates generator emits (validation reads it too)
