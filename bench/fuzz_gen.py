@@ -13,7 +13,7 @@ the same dim, blocks whose ops do not all carry the hinted dim, and (about a
 third of the hints) splits of a dim an op of the block reduces -- a sum's axis or
 a matmul's K -- which compile to reduction levels with an accumulator.  About 45% of
 programs then gain one or two ops of the transformer-model families
-(``_Extension``: embedding / index_select / gather over int64 index inputs,
+(``fuzz_extension.Extension``: embedding / index_select / gather over int64 index inputs,
 cumsum, causal masks, GELU / SiLU, dtype round trips, in-place ops), drawn from
 a separate random stream so that the original part of every seed is unchanged.
 
@@ -32,139 +32,22 @@ rebuilds it exactly.  No torch import here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
+
+from fuzz_extension import Extension
+from fuzz_program import (LETTERS, MAX_NUMEL, Hint, Op, Program, Value, _broadcast, _broadcastable,  # noqa: F401
+                          _divisors, _numel, _vars_in)
 
 __all__ = ["Program", "generate", "VARIANTS"]
 
 VARIANTS = ("untiled", "manual", "auto", "mixed")
 
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64)
 _SIZE_WEIGHTS = (2, 6, 4, 6, 2, 3, 6, 3, 5, 5, 4)
 _STICK_SIZES = (32, 64, 128, 37, 96)
-_MAX_NUMEL = 8192
 #: share of op draws taken by the ops added later (``_Gen.extended``)
 EXTENDED_RATE = 0.3
-
-
-@dataclasses.dataclass
-class Value:
-    var: str
-    shape: tuple[int, ...]
-    names: tuple[str | None, ...]
-    dtype: str  # "float16" | "float32" | "bool" | "int64" (index inputs)
-    contiguous: bool = True
-    is_input: bool = False
-    high: int = 0  # int64 inputs: values are drawn from [0, high)
-
-
-@dataclasses.dataclass
-class Op:
-    out: Value
-    expr: str  # eager expression over value vars
-    bound: str  # magnitude-bound expression over b_<var> (and input vars for conditions)
-    rounds: int = 1  # rounding steps this op adds to an element's error
-    reduced: int = 0  # elements one output element sums over (fp32 accumulation)
-    reduced_names: tuple[str, ...] = ()  # named dims the op reduces (reduction-dim hints)
-    # roundings to float16 inside a wider value (a float32 -> float16 -> float32 cast):
-    # a last-bit difference before the cast (tiled accumulation order) can flip it
-    half_rounds: int = 0
-
-
-@dataclasses.dataclass
-class Hint:
-    first: int  # first op index in the block
-    last: int  # last op index (inclusive)
-    slices: dict[str, int]
-
-
-@dataclasses.dataclass
-class Program:
-    seed: int
-    index: int
-    dtype: str
-    dims: dict[str, int]
-    inputs: list[Value]
-    ops: list[Op]
-    outputs: list[str]
-    hints: list[Hint]  # outer before inner; properly nested
-    limit: int  # max_span_bytes of the automatic variants
-    sencores: int
-    unroll: bool
-
-    @property
-    def key(self) -> str:
-        return f"{self.seed}:{self.index}"
-
-    # ------------------------------------------------------------ rendering
-
-    def _body(self, hinted: bool) -> list[str]:
-        lines: list[str] = []
-        blocks = self.hints if hinted else []
-        depth = 1
-        open_blocks: list[Hint] = []
-        for i, op in enumerate(self.ops):
-            for h in blocks:
-                if h.first == i:
-                    lines.append("    " * depth + f"with spyre_hint(slices={h.slices!r}):")
-                    depth += 1
-                    open_blocks.append(h)
-            lines.append("    " * depth + f"{op.out.var} = {op.expr}")
-            while open_blocks and open_blocks[-1].last == i:
-                open_blocks.pop()
-                depth -= 1
-        lines.append(f"    return {self._returned()}")
-        return lines
-
-    def _returned(self, prefix: str = "") -> str:
-        names = [prefix + v for v in self.outputs]
-        return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
-
-    def args(self) -> str:
-        return ", ".join(v.var for v in self.inputs)
-
-    def op_text(self) -> str:
-        """The program in one line (for failure reports)."""
-        parts = [f"{v.var}:{list(v.shape)}{''.join(n or '_' for n in v.names)}" for v in self.inputs]
-        body = "; ".join(f"{op.out.var}={op.expr}" for op in self.ops)
-        hints = " ".join(f"[{h.first}..{h.last}]{h.slices}" for h in self.hints)
-        return f"{self.dtype} {' '.join(parts)} | {body} | hints {hints}"
-
-    def functions_source(self) -> str:
-        args = self.args()
-        out = [f"def f_plain({args}):", *self._body(hinted=False), ""]
-        out += [f"def f_hinted({args}):", *self._body(hinted=True), ""]
-        out += [f"def f_bound({args}):"]
-        for v in self.inputs:
-            if v.dtype in ("bool", "int64"):
-                continue  # conditions and indices are used as they are
-            out.append(f"    b_{v.var} = {v.var}.double().abs()")
-        for op in self.ops:
-            out.append(f"    b_{op.out.var} = {op.bound}")
-        out.append(f"    return {self._returned('b_')}")
-        return "\n".join(out) + "\n"
-
-    def inputs_source(self) -> str:
-        """Statements building the inputs (``g`` a seeded generator) and their names."""
-        lines = []
-        for v in self.inputs:
-            if v.dtype == "int64":
-                lines.append(f"{v.var} = torch.randint(0, {v.high}, {list(v.shape)}, generator=g)")
-            else:
-                lines.append(f"{v.var} = torch.randn({list(v.shape)}, generator=g).to(torch.{v.dtype})")
-        return "\n".join(lines)
-
-    def rounds(self) -> int:
-        return sum(op.rounds for op in self.ops)
-
-    def reduced(self) -> int:
-        return sum(op.reduced for op in self.ops)
-
-    def half_rounds(self) -> int:
-        return sum(op.half_rounds for op in self.ops)
-
 
 # ---------------------------------------------------------------- generation
 
@@ -187,7 +70,7 @@ class _Gen:
     def new_dim(self, size: int) -> str | None:
         if size == 1:
             return None
-        name = _LETTERS[len(self.dims)]
+        name = LETTERS[len(self.dims)]
         self.dims[name] = size
         return name
 
@@ -222,7 +105,7 @@ class _Gen:
     def first_input(self) -> None:
         rank = self.rng.choice((1, 2, 2, 3, 3, 4))
         shape = [self.size(stick=(d == rank - 1)) for d in range(rank)]
-        while _numel(shape) > _MAX_NUMEL:
+        while _numel(shape) > MAX_NUMEL:
             d = max(range(rank), key=lambda i: shape[i])
             shape[d] = max(1, shape[d] // 2)
         names = tuple(self.new_dim(s) for s in shape)
@@ -406,7 +289,7 @@ class _Gen:
             return None
         k, k_name = v.shape[-1], v.names[-1]
         n = self.size(stick=self.rng.random() < 0.4)
-        if _numel(v.shape[:-1]) * n > _MAX_NUMEL:
+        if _numel(v.shape[:-1]) * n > MAX_NUMEL:
             return None
         n_name = self.new_dim(n)
         form = self.rng.choice(("mm", "mm", "batched", "linear", "linear_bias"))
@@ -441,7 +324,7 @@ class _Gen:
             return
         old_last, n_inputs = len(self.ops) - 1, len(self.inputs)
         op = self.extended(v)
-        if op is None or _numel(op.out.shape) > _MAX_NUMEL:
+        if op is None or _numel(op.out.shape) > MAX_NUMEL:
             del self.inputs[n_inputs:]
             self.values = [w for w in self.values if not (w.is_input and w not in self.inputs)]
             return
@@ -518,7 +401,7 @@ class _Gen:
         k = self.ext_input((b, h, kv_len, e), (v.names[0], v.names[1], kv_name, v.names[3]))
         w = self.ext_input((b, h, kv_len, ev), (v.names[0], v.names[1], kv_name, ev_name))
         causal = self.ext.random() < 0.5
-        if _numel((b, h, length, max(kv_len, ev))) > _MAX_NUMEL:
+        if _numel((b, h, length, max(kv_len, ev))) > MAX_NUMEL:
             return None
         # softmax weights sum to 1: |out| <= max |value| over the keys; exp's
         # relative rounding grows with the score, bounded by |q| @ |k|^T * scale.
@@ -552,7 +435,7 @@ class _Gen:
                 op = getattr(self, kind)(v)
             # The last op computes something: a program of views only has no kernel.
             no_compute = op is not None and last and op.rounds == 0 and op.out.dtype != "bool"
-            if op is None or no_compute or len(self.inputs) > 4 or _numel(op.out.shape) > _MAX_NUMEL:
+            if op is None or no_compute or len(self.inputs) > 4 or _numel(op.out.shape) > MAX_NUMEL:
                 del self.inputs[n_inputs:]
                 self.values = [w for w in self.values if not (w.is_input and w not in self.inputs)]
                 continue
@@ -568,7 +451,7 @@ class _Gen:
             self.seed, self.index, self.dtype, dict(self.dims), self.inputs, self.ops, outputs,
             hints, self.limit(), self.rng.choice((1, 2, 4, 32)), self.rng.random() < 0.3,
         )
-        _Extension(self, program).extend()
+        Extension(self, program).extend()
         self.extend_attention(program)
         return program
 
@@ -644,157 +527,5 @@ class _Gen:
         return [outer, Hint(i_first, i_last, {inner_dim: c})]
 
 
-class _Extension:
-    """The op families added for transformer models: gathers (embedding,
-    index_select, gather), cumsum, causal masks, activations, casts, in-place ops.
-
-    They draw from their *own* random stream and are appended after the program
-    the original generator built (all of whose draws happen first), so every
-    seed keeps its original ops, hints, limit and settings as a prefix; a
-    program the extension picks gains one or two ops at the end (its output is
-    the last new op; a hint block that closed on the old last op may grow to
-    cover them, which puts the new op inside a manual tiling loop).
-    """
-
-    FAMILIES = ("gather", "cumsum", "mask", "activation", "cast", "in_place")
-
-    def __init__(self, gen: _Gen, program: Program) -> None:
-        self.gen = gen
-        self.program = program
-        self.rng = random.Random(f"spyre-fuzz-ops2:{gen.seed}:{gen.index}")
-
-    def extend(self) -> None:
-        if self.rng.random() >= 0.45:
-            return
-        old_last = len(self.gen.ops) - 1
-        added = 0
-        for _ in range(self.rng.choice((1, 1, 2))):
-            v = self.gen.ops[-1].out
-            if v.dtype == "bool" or not v.shape:
-                break
-            op = getattr(self, self.rng.choice(self.FAMILIES))(v)
-            if op is None or _numel(op.out.shape) > _MAX_NUMEL:
-                break
-            self.gen.add(op)
-            added += 1
-        # An op that gave up may have made an index input first; the input stays
-        # (unused), so its dims must be declared like every other input's.
-        self.program.dims.update(self.gen.dims)
-        if not added:
-            return
-        self.program.outputs[0] = self.gen.ops[-1].out.var
-        for h in self.program.hints:
-            if h.last == old_last and self.rng.random() < 0.6:
-                h.last = len(self.gen.ops) - 1
-
-    def _index_input(self, shape: tuple[int, ...], high: int) -> Value:
-        names = tuple(self.gen.new_dim(s) if len(self.gen.dims) < len(_LETTERS) else None
-                      for s in shape)
-        v = self.gen.new_input(shape, names, dtype="int64")
-        v.high = high
-        return v
-
-    def gather(self, v: Value) -> Op | None:
-        rank = len(v.shape)
-        form = self.rng.choice(("embedding", "index_select", "gather"))
-        if form == "embedding" and rank == 2:
-            idx = self._index_input((self.rng.choice((1, 2, 3)), self.rng.choice((3, 5, 8, 16))),
-                                    v.shape[0])
-            shape = idx.shape + (v.shape[1],)
-            return Op(self.gen.tmp(shape, idx.names + (v.names[1],)), f"F.embedding({idx.var}, {v.var})",
-                      f"F.embedding({idx.var}, b_{v.var})", 0)
-        d = self.rng.randrange(rank)
-        if form == "gather":
-            shape = tuple(self.rng.randint(1, s) if i == d else s for i, s in enumerate(v.shape))
-            idx = self.gen.new_input(shape, tuple(n if i != d else None for i, n in enumerate(v.names)),
-                                     dtype="int64")
-            idx.high = v.shape[d]
-            names = tuple(n if i != d else None for i, n in enumerate(v.names))
-            return Op(self.gen.tmp(shape, names), f"torch.gather({v.var}, {d}, {idx.var})",
-                      f"torch.gather(b_{v.var}, {d}, {idx.var})", 0)
-        idx = self._index_input((self.rng.choice((1, 2, 3, 5, 8)),), v.shape[d])
-        shape = v.shape[:d] + idx.shape + v.shape[d + 1:]
-        names = v.names[:d] + idx.names + v.names[d + 1:]
-        return Op(self.gen.tmp(shape, names), f"torch.index_select({v.var}, {d}, {idx.var})",
-                  f"torch.index_select(b_{v.var}, {d}, {idx.var})", 0)
-
-    def cumsum(self, v: Value) -> Op:
-        d = self.rng.randrange(len(v.shape))
-        return Op(self.gen.tmp(v.shape, v.names), f"torch.cumsum({v.var}, {d})",
-                  f"torch.cumsum(b_{v.var}, {d})", 1, v.shape[d])
-
-    def mask(self, v: Value) -> Op | None:
-        if len(v.shape) < 2:
-            return None
-        a, b = v.shape[-2:]
-        form = self.rng.choice(("masked_fill", "tril", "iota"))
-        if form == "masked_fill":
-            m = f"torch.ones({a}, {b}, dtype=torch.bool).triu(1)"
-            expr, bound = f"{v.var}.masked_fill({m}, -1e4)", f"b_{v.var}.masked_fill({m}, 1e4)"
-        elif form == "tril":
-            expr = f"{v.var} * torch.ones({a}, {b}, dtype={v.var}.dtype).tril()"
-            bound = f"b_{v.var}"
-        else:
-            keep = f"torch.arange({a})[:, None] >= torch.arange({b})[None, :]"
-            expr, bound = f"torch.where({keep}, {v.var}, 0.0)", f"b_{v.var}"
-        return Op(self.gen.tmp(v.shape, v.names), expr, bound, 1)
-
-    def activation(self, v: Value) -> Op:
-        expr = self.rng.choice(("F.gelu({a})", "F.gelu({a}, approximate='tanh')", "F.silu({a})"))
-        # |gelu(x)|, |silu(x)| <= |x| (+ a little below zero); a few roundings inside
-        return Op(self.gen.tmp(v.shape, v.names), expr.format(a=v.var), f"b_{v.var} + 0.5", 4)
-
-    def cast(self, v: Value) -> Op:
-        other = "float32" if v.dtype == "float16" else "float16"
-        return Op(self.gen.tmp(v.shape, v.names, dtype=v.dtype),
-                  f"({v.var} * 2.0).to(torch.{other}).to(torch.{v.dtype})", f"b_{v.var} * 2.0", 2,
-                  half_rounds=int(other == "float16"))
-
-    def in_place(self, v: Value) -> Op:
-        expr = self.rng.choice(("{a}.clone().mul_(0.5).add_(1.0)",
-                                "{a}.clone().masked_fill_({a} > 1.0, 0.0)"))
-        bound = "b_{a} * 0.5 + 1.0" if "mul_" in expr else "b_{a}"
-        return Op(self.gen.tmp(v.shape, v.names), expr.format(a=v.var), bound.format(a=v.var), 2)
-
-
 def generate(seed: int, index: int) -> Program:
     return _Gen(seed, index).build()
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _broadcastable(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    for x, y in zip(reversed(a), reversed(b)):
-        if x != y and x != 1 and y != 1:
-            return False
-    return True
-
-
-def _broadcast(a: Value, b: Value) -> tuple[list[int], list[str | None]]:
-    rank = max(len(a.shape), len(b.shape))
-    pa = [1] * (rank - len(a.shape)) + list(a.shape)
-    pb = [1] * (rank - len(b.shape)) + list(b.shape)
-    na = [None] * (rank - len(a.names)) + list(a.names)
-    nb = [None] * (rank - len(b.names)) + list(b.names)
-    shape = [max(x, y) for x, y in zip(pa, pb)]
-    names = [x or y for x, y in zip(na, nb)]
-    return shape, names
-
-
-def _vars_in(expr: str, values: list[Value]) -> list[Value]:
-    import re
-
-    found = set(re.findall(r"\b[xt]\d+\b", expr))
-    return [v for v in values if v.var in found]
