@@ -20,6 +20,7 @@ from typing import Any
 
 from torch._inductor.virtualized import NullHandler, V
 
+from spyre_rules.engine.collector import existing_objects_frozen
 from spyre_rules.engine.planner import Evaluator
 from spyre_rules.facts import memo
 from spyre_rules.engine.policy import get_policy
@@ -104,7 +105,7 @@ def plan_graph(operations: Sequence[Any], max_cores: int | None = None) -> list[
     ev = evaluator(max_cores)
     out = []
     # Planning reads the graph, never edits it: measurements of shared buffers hold for all ops.
-    with graph_scope(operations) as graph_of, memo.stable():
+    with graph_scope(operations) as graph_of, memo.stable(), existing_objects_frozen():
         for op in operations:
             with graph_of(op):
                 _require_graph(op)

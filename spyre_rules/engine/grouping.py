@@ -33,6 +33,7 @@ import sympy
 
 from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
+from spyre_rules.engine.collector import existing_objects_frozen
 from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.lang.sections.grouping import SPEC
@@ -294,7 +295,8 @@ def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
     ``trace``, when given, receives every step the grouping evaluator records
     (grouping rules, ``conforms``, the planner decisions it reads), also when
     grouping raises Unsupported: ``spyre-rules test`` reads it for coverage."""
-    with memo.stable():  # grouping reads the ops, never edits them (the applying pass does)
+    # grouping reads the ops, never edits them (the applying pass does); engine/collector.py
+    with memo.stable(), existing_objects_frozen():
         return _decide_groups(operations, max_cores, trace)
 
 

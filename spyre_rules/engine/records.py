@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-from spyre_rules.engine.values import render
+from spyre_rules.engine.values import DeferredText, recorded_text, render
 
 __all__ = [
-    "ChunkingInfo", "SpanOverflowTileLevel", "SpanOverflowTilePlan", "TraceStep", "OpDecision",
+    "ChunkingInfo", "SpanOverflowTileLevel", "SpanOverflowTilePlan", "TraceStep", "RecordedStep",
+    "OpDecision",
     "PLAN", "NO_PLAN", "UNSUPPORTED", "AutoHint", "GroupLevel", "TileGroup",
 ]
 
@@ -90,6 +91,12 @@ class TraceStep:
         return {"section": self.section, "rule": self.rule, "outcome": self.outcome,
                 "message": self.message, "values": self.rendered_values()}
 
+    def recorded(self) -> "RecordedStep":
+        """The step as a plan record keeps it: its values' texts as of now
+        (``recorded_text``: the text of an immutable value is made when read)."""
+        return RecordedStep(self.section, self.rule, self.outcome, self.message,
+                            {k: recorded_text(v) for k, v in self.values.items()})
+
     def text(self) -> str:
         head = f"{self.section}.{self.rule}: {self.outcome}"
         if self.message:
@@ -98,6 +105,22 @@ class TraceStep:
         if values:
             head += "  [" + ", ".join(f"{k}={v}" for k, v in values.items()) + "]"
         return head
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedStep:
+    """A :class:`TraceStep` with its values as text; ``as_dict`` is ``TraceStep.as_dict``
+    of the step when it was recorded."""
+
+    section: str
+    rule: str
+    outcome: str
+    message: str | None
+    values: dict[str, "str | DeferredText"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"section": self.section, "rule": self.rule, "outcome": self.outcome,
+                "message": self.message, "values": {k: str(v) for k, v in self.values.items()}}
 
 
 @dataclasses.dataclass

@@ -33,7 +33,8 @@ from spyre_rules.lang.consts import int_text
 
 __all__ = [
     "Carry", "Combo", "DimGroup", "Level", "NameLog", "NamesSoFar", "PlanRecord", "Run", "Tiling",
-    "ENGINE_RECORDS", "SET_TYPES", "as_set", "iteration_order", "render", "sort_key",
+    "DeferredText", "ENGINE_RECORDS", "SET_TYPES", "as_set", "iteration_order", "recorded_text",
+    "render", "sort_key",
 ]
 
 
@@ -296,3 +297,41 @@ def render(value: Any, top: bool = True) -> str:
         name = getattr(type(value), "RULES_NAME", type(value).__name__)
         return f"{name}({fields})"
     return str(value)
+
+
+# ------------------------------------------------------------ kept texts
+
+
+class DeferredText:
+    """The :func:`render` text of a value that can never change, made when first read.
+
+    A plan record keeps every rule's values as text, rendered when the rule fired,
+    because most values are live IR (a layout tiling later resizes).  A grouping
+    step's ``run`` holds the run's members, so its text grows with the run: made
+    per op, the records of one long run were quadratic in time and memory though
+    only ``plan.json`` ever reads them.  A :class:`Run` and a :class:`NamesSoFar`
+    are immutable (a view of an append-only log), so their text is the same
+    whenever it is made.
+    """
+
+    __slots__ = ("_value", "_text")
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = render(self._value)
+            self._value = None
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"DeferredText({str(self)!r})"
+
+
+def recorded_text(value: Any) -> "str | DeferredText":
+    """``render(value)`` for a record: now, or deferred when the value cannot change."""
+    if isinstance(value, (Run, NamesSoFar)):
+        return DeferredText(value)
+    return render(value)

@@ -196,7 +196,7 @@ def _auto_decision(op: Any, outcome: Any, hint_ids: list[int] | None) -> Decisio
         reason=reason,
         rule=f"{decider.section}.{decider.rule}" if decider is not None else None,
         rule_message=decider.message if decider is not None else None,
-        rule_trace=tuple(s.as_dict() for s in trace),
+        rule_trace=tuple(s.recorded() for s in trace),
     )
 
 
@@ -220,7 +220,7 @@ def _record_refusal(graph: Any, message: str) -> None:
                 reason=d.reason,
                 rule=f"{last.section}.{last.rule}" if last is not None else None,
                 rule_message=last.message if last is not None else None,
-                rule_trace=tuple(s.as_dict() for s in d.trace),
+                rule_trace=tuple(s.recorded() for s in d.trace),
             ))
         state.plan[name] = record.with_graph_error(message)
 

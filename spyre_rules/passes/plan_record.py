@@ -116,7 +116,8 @@ class Decision:
     """What the op runs and why (the ``decision`` writer's part of ``plan.json``).
 
     ``decision``: "plan" / "no plan" / "unsupported" / "user hint";
-    ``rule_trace``: every rule that fired (``TraceStep.as_dict``), planner then grouping;
+    ``rule_trace``: every rule that fired (``TraceStep.recorded()``, or its ``as_dict``),
+    planner then grouping;
     ``source``: "automatic" / "user hint" / None; ``levels``: ``((host_dim, tiles), ...)``
     the op's loop really runs; ``own_plan``: the planner's splits for the op alone;
     ``hint_ids``: the ids of its automatic levels; ``reason``; ``rule`` and
@@ -124,7 +125,7 @@ class Decision:
     """
 
     decision: str = NO_PLAN
-    rule_trace: tuple[dict[str, Any], ...] = ()
+    rule_trace: tuple[Any, ...] = ()  # RecordedStep (or its dict)
     source: Any = UNSET
     levels: Any = UNSET
     own_plan: Any = UNSET
@@ -134,7 +135,8 @@ class Decision:
     rule_message: Any = UNSET
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"decision": self.decision, "rule_trace": list(self.rule_trace)}
+        out = {"decision": self.decision,
+               "rule_trace": [s if isinstance(s, dict) else s.as_dict() for s in self.rule_trace]}
         for f in dataclasses.fields(self)[2:]:
             value = getattr(self, f.name)
             if value is not UNSET:
