@@ -126,13 +126,14 @@ class _Program:
             access.memory = None
 
     def _direct_loads(self) -> set[int]:
-        """Loads read as strided views of device memory, no copy: every load of a
-        pointwise program; before a reduction, a load only ``scratch.EXACT`` ops
-        consume (they compute into contiguous buffers, so the reduction sums the same
-        contiguous tensor the general path builds: summation order sets the bits)."""
+        """Loads read as strided views of device memory, no copy: those only
+        ``scratch.EXACT`` ops (and, in a pointwise program, the store) consume.  Those
+        ops' bits do not depend on the layout and they compute into contiguous buffers,
+        so a reduction sums the same contiguous tensor the general path builds
+        (summation order sets the bits).  Any other op may round differently when torch
+        iterates a strided operand (docs/architecture.md, "Pointwise loads as views"):
+        its loads are copied into contiguous buffers, the general path's layout."""
         loads = {i for i, e in enumerate(self.program) if e["op"] == "load"}
-        if self.reduction is None:
-            return loads
         consumers: dict[int, set[str]] = {i: set() for i in loads}
         for entry in self.program:
             for i in entry.get("in", ()):
@@ -143,6 +144,9 @@ class _Program:
                     consumers[i].add("mask")
         if self.store["value"] in consumers:
             consumers[self.store["value"]].add("store")
+        if self.reduction is None:
+            allowed = {*scratch.EXACT, "store"}
+            return {i for i, ops in consumers.items() if ops <= allowed}
         return {i for i, ops in consumers.items()
                 if i < self.reduction_at and ops and ops <= set(scratch.EXACT)}
 
@@ -286,8 +290,8 @@ class _Program:
         # Not an EXACT op: its bits may depend on how torch iterates the operands (a
         # transcendental's vectorised and scalar loops differ in the last bit, and
         # which elements take which loop follows the layout).  The general path's
-        # operands are contiguous, so a strided view of device memory (a direct
-        # load, or a value that kept its strides) is made contiguous first.
+        # operands are contiguous; no load it consumes is a view (_direct_loads), and
+        # a value that kept a view's strides (a conversion of one) is made contiguous.
         ins = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in ins]
         return apply_pointwise(entry["op"], ins)
 
