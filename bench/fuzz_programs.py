@@ -18,7 +18,8 @@ harness, printing the outcome.  ``--variants`` restricts the variants;
 ``--one-variant`` compiles each program in one variant only (``index % 4``),
 which is what the test suite does.  ``--refusals`` also prints one line per
 clean refusal.  ``--both-paths`` also runs every equal program on the executor's
-general and structured paths, which must agree byte for byte (``bench/fuzz_paths.py``).
+general and structured paths, which must agree byte for byte (``bench/fuzz_paths.py``);
+with ``--replay`` too (without it a replay checks against eager only).
 """
 
 from __future__ import annotations
@@ -84,14 +85,14 @@ def failure_line(program, result) -> str:
             f"{result.message} || {program.op_text()}")
 
 
-def replay(key: str, variants: tuple[str, ...]) -> int:
+def replay(key: str, variants: tuple[str, ...], check_paths: bool = False) -> int:
     seed, index = (int(p) for p in key.split(":"))
     program = generate(seed, index)
     failed = False
     for variant in variants:
         print(f"# ---------------- standalone script: {key} {variant}")
         print(fuzz_run.standalone_source(program, variant))
-        result = fuzz_run.run_variant(program, variant)
+        result = fuzz_run.run_variant(program, variant, check_paths)
         failed |= result.outcome in fuzz_run.FAILURES
         print(f"# outcome {key} {variant}: {result.outcome} {result.error} {result.message}")
     return 1 if failed else 0
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     if args.replay:
-        return replay(args.replay, (args.variant,) if args.variant else variants)
+        return replay(args.replay, (args.variant,) if args.variant else variants,
+                      args.both_paths)
 
     failures = skipped = 0
     counts = {v: collections.Counter() for v in variants}

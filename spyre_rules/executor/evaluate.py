@@ -55,28 +55,15 @@ _CACHE_LIMIT = 1 << 14
 
 #: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
-#: unary ops computed into the store's view only when it has their operand's very strides
-#: (the strides torch gives their fresh result: the kernel then iterates identically);
+#: unary ops computed into the store's view only when operand and view are both contiguous:
+#: torch then iterates exactly as on the general path's contiguous operand and fresh result
+#: (a transcendental's vectorised and scalar loops differ in the last bit, and which
+#: elements take which loop follows the layout: a strided or permuted view moves them);
 #: relu is eager's clamp_min(x, 0) (NaN and -0.0 kept), which has an ``out=`` form
 _LIKE_OPS = {name: getattr(torch, name) for name in (
     "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
     "sigmoid", "erf", "abs", "neg", "reciprocal")}
 _LIKE_OPS["relu"] = lambda x, out: torch.clamp_min(x, 0, out=out)
-
-
-def _dense(x: torch.Tensor) -> bool:
-    """Non-overlapping and dense: its size > 1 dims tile a contiguous range."""
-    expected = 1
-    for stride, size in sorted((x.stride(d), n) for d, n in enumerate(x.shape) if n > 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _same_layout(x: torch.Tensor, target: torch.Tensor) -> bool:
-    return x.shape == target.shape and _dense(x) and all(
-        n == 1 or x.stride(d) == target.stride(d) for d, n in enumerate(x.shape))
 
 _AXES: dict[int, tuple[OpSpec, tuple, Any, Any]] = {}
 
@@ -139,13 +126,14 @@ class _Program:
             access.memory = None
 
     def _direct_loads(self) -> set[int]:
-        """Loads read as strided views of device memory, no copy: every load of a
-        pointwise program; before a reduction, a load only ``scratch.EXACT`` ops
-        consume (they compute into contiguous buffers, so the reduction sums the same
-        contiguous tensor the general path builds: summation order sets the bits)."""
+        """Loads read as strided views of device memory, no copy: those only
+        ``scratch.EXACT`` ops (and, in a pointwise program, the store) consume.  Those
+        ops' bits do not depend on the layout and they compute into contiguous buffers,
+        so a reduction sums the same contiguous tensor the general path builds
+        (summation order sets the bits).  Any other op may round differently when torch
+        iterates a strided operand (docs/architecture.md, "Pointwise loads as views"):
+        its loads are copied into contiguous buffers, the general path's layout."""
         loads = {i for i, e in enumerate(self.program) if e["op"] == "load"}
-        if self.reduction is None:
-            return loads
         consumers: dict[int, set[str]] = {i: set() for i in loads}
         for entry in self.program:
             for i in entry.get("in", ()):
@@ -156,6 +144,9 @@ class _Program:
                     consumers[i].add("mask")
         if self.store["value"] in consumers:
             consumers[self.store["value"]].add("store")
+        if self.reduction is None:
+            allowed = {*scratch.EXACT, "store"}
+            return {i for i, ops in consumers.items() if ops <= allowed}
         return {i for i, ops in consumers.items()
                 if i < self.reduction_at and ops and ops <= set(scratch.EXACT)}
 
@@ -296,10 +287,12 @@ class _Program:
         value = scratch.compute_exact(entry["op"], ins, index)
         if value is not None:
             return value
-        if self.reduction is not None and any(i in self.direct_loads for i in entry["in"]):
-            # a view of device memory: the general path's contiguous operand instead
-            ins = [x.contiguous() if i in self.direct_loads else x
-                   for i, x in zip(entry["in"], ins)]
+        # Not an EXACT op: its bits may depend on how torch iterates the operands (a
+        # transcendental's vectorised and scalar loops differ in the last bit, and
+        # which elements take which loop follows the layout).  The general path's
+        # operands are contiguous; no load it consumes is a view (_direct_loads), and
+        # a value that kept a view's strides (a conversion of one) is made contiguous.
+        ins = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in ins]
         return apply_pointwise(entry["op"], ins)
 
     def _reduce(self, out: _Space, out_shape: list[int], budget: int,
@@ -370,8 +363,8 @@ class _Program:
                         storage: torch.dtype) -> bool:
         """Compute the stored value straight into its view of device memory (``out=``),
         saving the result's allocation and copy: only a float32 arithmetic op whose
-        operands already have the block's shape (or a unary op whose operand has the
-        view's strides, ``_LIKE_OPS``), stored without conversion through one
+        operands already have the block's shape (or a unary op of a contiguous operand
+        into a contiguous view, ``_LIKE_OPS``), stored without conversion through one
         strided view no load of this op can overlap.  Elementwise, so the bytes are
         those of computing then storing."""
         entry = self.program[-1]
@@ -391,8 +384,8 @@ class _Program:
         ins = [values[i] for i in entry["in"]]
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
                 list(scratch.broadcast_shape([x.shape for x in ins])) != shape or \
-                (fn is like and not _same_layout(ins[0], target)):
-            values.append(apply_pointwise(entry["op"], ins))  # the usual store
+                (fn is like and not (ins[0].is_contiguous() and target.is_contiguous())):
+            values.append(self._pointwise(entry, values, len(self.program) - 1))  # the usual store
             value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
                            dtypes.to_storage(value, torch.float32, storage, f"op {self.name}: store"))

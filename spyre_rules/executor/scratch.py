@@ -15,8 +15,9 @@ Computing ``out=`` must not change a single bit:
   they are computed into a *contiguous* buffer -- the layout the general path's
   fresh results have (its gathered operands are contiguous), which matters to a
   reduction that sums the result.
-* other ops are only computed ``out=`` a buffer of exactly the strides torch
-  would give the fresh result (``like``), so the kernel iterates identically.
+* other ops allocate their fresh result from contiguous operands (the general
+  path's layout: which elements take torch's vectorised or scalar loop, which
+  may round differently, follows the layout; docs/architecture.md).
 
 Buffers are dropped all at once past ``LIMIT_BYTES`` (a bound on memory, not a
 cache policy: a dropped buffer is simply allocated again).
