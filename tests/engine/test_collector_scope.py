@@ -11,28 +11,61 @@ from spyre_rules.engine import api, collector, grouping
 
 def test_the_outermost_scope_freezes_and_restores():
     assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
     with collector.existing_objects_frozen():
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        assert gc.get_threshold() == (before[0], before[1], collector.POSTPONED_THRESHOLD)
         with collector.existing_objects_frozen():
             assert gc.get_freeze_count() == frozen  # nested: nothing more
         assert gc.get_freeze_count() == frozen  # the inner end does not unfreeze
+        assert gc.get_threshold()[2] == collector.POSTPONED_THRESHOLD
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+def test_custom_thresholds_come_back_exactly():
+    before = gc.get_threshold()
+    gc.set_threshold(1234, 7, 3)
+    try:
+        with collector.existing_objects_frozen():
+            assert gc.get_threshold() == (1234, 7, collector.POSTPONED_THRESHOLD)
+        assert gc.get_threshold() == (1234, 7, 3)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_young_cycles_are_still_collected_inside_the_scope():
+    import weakref
+
+    class Node:
+        pass
+
+    with collector.existing_objects_frozen():
+        a = Node()
+        a.self = a
+        alive = weakref.ref(a)
+        del a
+        gc.collect(0)  # a young collection, as the allocator triggers them
+        assert alive() is None
 
 
 def test_restored_also_when_the_scope_raises():
+    before = gc.get_threshold()
     with pytest.raises(ValueError):
         with collector.existing_objects_frozen():
             raise ValueError("x")
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
 def test_someone_elses_frozen_objects_stay_frozen():
     gc.freeze()
     try:
         before = gc.get_freeze_count()
+        thresholds = gc.get_threshold()
         with collector.existing_objects_frozen():
-            pass
+            assert gc.get_threshold() == thresholds
         assert gc.get_freeze_count() == before
     finally:
         gc.unfreeze()
