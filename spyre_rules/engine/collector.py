@@ -33,15 +33,17 @@ frozen objects frozen, and its thresholds).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import threading
 from collections.abc import Iterator
 
 __all__ = ["POSTPONED_THRESHOLD", "existing_objects_frozen"]
 
-#: The oldest generation's threshold inside the scope: a full collection would
-#: need this many collections of generation 1 (about 130 run while 5,000 ops plan).
-POSTPONED_THRESHOLD = 1_000_000
+#: The oldest generation's threshold inside the scope: the largest the collector
+#: accepts (a C ``int``); a full collection would need that many collections of
+#: generation 1 (about 130 run while 5,000 ops plan).
+POSTPONED_THRESHOLD = ctypes.c_uint(-1).value // 2
 
 _lock = threading.Lock()
 _depth = 0
