@@ -80,8 +80,7 @@ def load_policy(paths: list[str] | None = None, facts: Any = None) -> Policy:
         if not info.extern:
             records[name] = dataclasses.make_dataclass(name, list(info.fields), frozen=True)
     consts = {name: info.value for name, info in checker.consts.items() if info.ok}
-    program = compile_program(checker.sections, _scope_memoised(registry.functions), records,
-                              checker.resolved)
+    program = compile_program(checker.sections, registry.functions, records, checker.resolved)
     return Policy(
         source="bundled rules/" if not paths else os.pathsep.join(paths),
         files=list(result.names),
@@ -89,18 +88,6 @@ def load_policy(paths: list[str] | None = None, facts: Any = None) -> Policy:
         config_names=tuple(vocab.config),
         program=program,
     )
-
-
-def _scope_memoised(functions: dict[str, Any]) -> dict[str, Any]:
-    """The bindings rules call: each bundled fact memoised on its arguments' identity
-    while a stable scope is open (``facts/memo.py`` ``per_scope_call``).  A fact an
-    extension registry adds is bound as it is: nothing promises it is a pure
-    measurement."""
-    from spyre_rules.facts import memo, op_facts
-
-    bundled = {id(fn) for fn in op_facts.REGISTRY.functions.values()}
-    return {name: memo.per_scope_call(fn) if id(fn) in bundled else fn
-            for name, fn in functions.items()}
 
 
 _CACHE: dict[tuple[str, ...] | None, Policy] = {}

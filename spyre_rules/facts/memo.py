@@ -18,18 +18,6 @@ op's snapshot) may be kept by identity (:func:`by_identity`) until the
 outermost scope closes; outside any scope nothing is kept that way, so an edit
 between two scopes is always seen.
 
-:func:`per_scope_call` memoises a fact on the *identity* of its arguments while
-a stable scope is open: the engine binds the bundled facts through it
-(``engine/policy.py``), so the rules asking ``output_symbols(op)`` or
-``read_host_coords(op, r)`` a dozen times per op pay one dict lookup after the
-first answer.  Exact because (1) a bundled fact is a function of its arguments
-and of the IR, and the IR is not edited inside the scope; (2) the entry holds its
-arguments, so an ``id`` in a live entry names that object and no other; (3) an
-exception is never kept (the next call raises again); (4) a list answer is handed
-out as a fresh copy, as ``per_snapshot`` does.  Arguments are compared by
-identity, never by equality: two equal ``Read`` records of one buffer through two
-indices are different questions.
-
 ``clear()`` forgets every memo (``op_facts.clear_cache`` calls it: benchmarks
 that measure cold caches, tests).
 """
@@ -41,7 +29,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["by_identity", "clear", "per_scope_call", "stable", "stable_scope", "structural"]
+__all__ = ["by_identity", "clear", "stable", "stable_scope", "structural"]
 
 _MEMOS: list[Any] = []
 
@@ -81,7 +69,6 @@ def stable() -> Iterator[None]:
         if _depth == 0:
             _scope = 0
             _BY_IDENTITY.clear()
-            _clear_calls()
 
 
 def stable_scope() -> int:
@@ -104,67 +91,7 @@ def by_identity(kind: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
     return value
 
 
-# ------------------------------------------------- facts memoised per scope by argument identity
-
-#: One table per wrapped function: key (``id`` of each argument) -> (arguments, answer).
-#: Cleared in place (closures hold the tables) when the outermost scope closes.
-_CALL_TABLES: list[dict] = []
-
-
-def _clear_calls() -> None:
-    for table in _CALL_TABLES:
-        table.clear()
-
-
-def per_scope_call(fn: Callable) -> Callable:
-    """``fn`` memoised on the identity of its arguments while a stable scope is open
-    (see the module doc for why that is exact); outside any scope it is called as is."""
-    table: dict = {}
-    _CALL_TABLES.append(table)
-
-    def one(a: Any) -> Any:
-        if not _scope:
-            return fn(a)
-        entry = table.get(id(a))
-        if entry is None:
-            entry = table[id(a)] = (a, fn(a))
-        value = entry[1]
-        return list(value) if type(value) is list else value
-
-    def two(a: Any, b: Any) -> Any:
-        if not _scope:
-            return fn(a, b)
-        key = (id(a), id(b))
-        entry = table.get(key)
-        if entry is None:
-            entry = table[key] = (a, b, fn(a, b))
-        value = entry[2]
-        return list(value) if type(value) is list else value
-
-    def many(*args: Any) -> Any:
-        if not _scope:
-            return fn(*args)
-        key = tuple(map(id, args))
-        entry = table.get(key)
-        if entry is None:
-            entry = table[key] = (args, fn(*args))
-        value = entry[1]
-        return list(value) if type(value) is list else value
-
-    import inspect
-
-    try:
-        arity = len(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        arity = -1
-    wrapper = one if arity == 1 else two if arity == 2 else many
-    functools.update_wrapper(wrapper, fn)
-    wrapper.__wrapped__ = fn
-    return wrapper
-
-
 def clear() -> None:
     for cached in _MEMOS:
         cached.cache_clear()
     _BY_IDENTITY.clear()
-    _clear_calls()
