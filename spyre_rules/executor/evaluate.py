@@ -102,10 +102,14 @@ class _Program:
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
         self._cacheable = self._loads_to_cache()
-        self.splits = self._splits()
+        self.splits = self._splits(self.out)
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
         self.operand_symbols = self._operand_symbols()
+        #: reduction symbols split into stick runs like output symbols (never a matmul's:
+        #: its einsum takes one reduction axis); used only when one block covers the
+        #: whole reduction (``_reduction_splits``)
+        self.red_splits = self._splits(self.red) if self.operand_symbols is None else {}
         self.direct_loads = self._direct_loads()
 
     def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
@@ -164,15 +168,15 @@ class _Program:
                 safe.add(i)
         return safe
 
-    def _splits(self) -> dict[str, int]:
-        """Output symbols every structured access splits into the same stick runs ``k``
-        (floor/Mod by k, or linear): the chunk gives them two axes (``_Space``).  None
-        for indirect access (its error messages name points by single axes)."""
+    def _splits(self, axes: list[tuple[str, int]]) -> dict[str, int]:
+        """Symbols of ``axes`` every structured access splits into the same stick runs
+        ``k`` (floor/Mod by k, or linear): the chunk gives them two axes (``_Space``).
+        None for indirect access (its error messages name points by single axes)."""
         if any(a.arg.indirect for a in self.accesses) or any(
                 e["op"] == "indirect_index" for e in self.program):
             return {}
         splits = {}
-        for name, size in self.out:
+        for name, size in axes:
             ks = {a.structure.ks[name] for a in self.accesses
                   if a.structure is not None and name in a.structure.symbols}
             ks.discard(1)
@@ -302,7 +306,8 @@ class _Program:
         kind = self.reduction["type"]
         names = [n for n, _ in self.red]
         ranges = [r for _, r in self.red]
-        rank = len(out_shape) + len(ranges)
+        splits = self._reduction_splits()
+        rank = out.rank
         points = math.prod(out_shape)
         if self.operand_symbols is not None and block_out is not None:
             # a matmul: bound each operand's chunk (its output extent x reduction block)
@@ -310,14 +315,26 @@ class _Program:
                          for symbols in self.operand_symbols)
         acc = None
         for block in blocks(ranges, max(1, budget // max(points, 1))):
-            space = _Space(rank, out).add(names, block)
+            space = _Space(rank, out).add(names, block, splits)
             values = self._eval(space, stop=self.reduction_at)
-            shape = [*out_shape, *(b - a for a, b in block)]
+            shape = [*out_shape, *_Space.dims(names, block, splits)]
             offset = sum(a * math.prod(ranges[i + 1:]) for i, (a, _) in enumerate(block))
             inputs = [values[i] for i in self.reduction["in"]]
-            part = reductions.reduce_chunk(kind, inputs, shape, len(ranges), offset)
+            part = reductions.reduce_chunk(kind, inputs, shape, len(shape) - len(out_shape), offset)
             acc = reductions.combine(kind, acc, part)
         return reductions.finish(kind, acc)
+
+    def _reduction_splits(self) -> dict[str, int]:
+        """Reduction symbols split into two axes ``(q, r)`` of their stick runs, so a
+        stick-split load is one strided view (read without a copy when only exact ops
+        consume it).  Only when one block covers the whole reduction (every output
+        block then has one reduction block, so the chunk's rank is fixed per run):
+        the reduced axes are contiguous and row-major in ``c``, and torch reduces
+        the two axes of a contiguous tensor in the order of the one axis they
+        replace, so the bits are those of the unsplit chunk (tests/executor)."""
+        if not self.red_splits or math.prod(r for _, r in self.red) > CHUNK_ELEMENTS:
+            return {}
+        return self.red_splits
 
     def run(self) -> None:
         names = [n for n, _ in self.out]
@@ -339,7 +356,9 @@ class _Program:
                 # Output grids carry trailing unit axes for the reduction axes, so
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
-                rank = len(shape) + len(self.red)
+                red_splits = self._reduction_splits()
+                rank = len(shape) + len(_Space.dims(
+                    [n for n, _ in self.red], [(0, r) for _, r in self.red], red_splits))
                 extents = {n: b - a for n, (a, b) in zip(names, block)}
                 reduced = self._reduce(_Space(rank).add(names, block, self.splits), shape,
                                        CHUNK_ELEMENTS, extents)
