@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import compiled, dtypes, reductions, scratch, views
+from spyre_rules.executor import compiled, dtypes, extrema, reductions, scratch, views
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -313,8 +313,13 @@ class _Program:
             # a matmul: bound each operand's chunk (its output extent x reduction block)
             points = max(math.prod(block_out[n] for n in symbols)
                          for symbols in self.operand_symbols)
+        per_block = max(1, budget // max(points, 1))
+        if kind in ("max", "min") and math.prod(ranges) <= per_block:
+            value = self._extremum_from_view(out, out_shape, names, ranges, splits)
+            if value is not None:
+                return value
         acc = None
-        for block in blocks(ranges, max(1, budget // max(points, 1))):
+        for block in blocks(ranges, per_block):
             space = _Space(rank, out).add(names, block, splits)
             values = self._eval(space, stop=self.reduction_at)
             shape = [*out_shape, *_Space.dims(names, block, splits)]
@@ -323,6 +328,30 @@ class _Program:
             part = reductions.reduce_chunk(kind, inputs, shape, len(shape) - len(out_shape), offset)
             acc = reductions.combine(kind, acc, part)
         return reductions.finish(kind, acc)
+
+    def _extremum_from_view(self, out: _Space, out_shape: list[int], names: list[str],
+                            ranges: list[int], splits: dict[str, int]) -> torch.Tensor | None:
+        """A max/min of a plain float load, reduced from its strided view of device
+        memory with no copy (``extrema``: only when no result can depend on the order);
+        None: take the usual path (the contiguous operand the general path gathers)."""
+        entry = self.program[self.reduction["in"][0]]
+        if len(self.reduction["in"]) != 1 or entry["op"] != "load" or entry.get("masks"):
+            return None
+        access = self.accesses[entry["arg"]]
+        host = dtypes.host_dtype(entry["dtype"])
+        if host not in (torch.float32, torch.float64) or access.structure is None or \
+                dtypes.host_dtype(self.reduction.get("dtype") or entry["dtype"]) != host or \
+                dtypes.storage_dtype(access.arg.device_dtype, host) != host:
+            return None
+        space = _Space(out.rank, out).add(names, [(0, r) for r in ranges], splits)
+        plan = access.view_plan(space.box, space.rank)
+        if plan is None:
+            return None
+        view = views.direct_view(access.memory.view(host), plan)
+        red_dims = _Space.dims(names, [(0, r) for r in ranges], splits)
+        if view is None or list(view.shape) != [*out_shape, *red_dims]:
+            return None
+        return extrema.extremum_of_view(self.reduction["type"], view, len(red_dims))
 
     def _reduction_splits(self) -> dict[str, int]:
         """Reduction symbols split into two axes ``(q, r)`` of their stick runs, so a

@@ -148,3 +148,62 @@ def test_long_reduction_is_not_split(monkeypatch):
     structured = _run(spec, layouts, addresses, x, m, False)
     assert torch.equal(general.read_bytes(0, general.total_bytes),
                        structured.read_bytes(0, structured.total_bytes))
+
+
+# ---- max / min read from the strided view, checked afterwards (executor/extrema.py)
+
+def _plant(x, what, row):
+    """Plant order-sensitive values in ``row`` of ``x`` (bits via int32 views)."""
+    bits = x.view(torch.int32)
+    if what == "zeros":  # every element a zero of either sign: which one wins is the order's
+        x[row] = 0.0
+        bits[row, ::3] = torch.tensor(-0.0).view(torch.int32)
+    elif what == "nan_payloads":  # several NaNs with different payloads
+        bits[row, 7] = 0x7FC00001
+        bits[row, 70] = 0x7FC12345
+        bits[row, 100] = -0x3FFFFF  # a negative quiet NaN (0xFFC00001)
+    elif what == "subnormals":
+        x[row] = -1.0
+        bits[row, 3] = 1  # the smallest positive subnormal
+        bits[row, 40] = 5
+        x[row, 90] = -0.0
+    return x
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("what", ["none", "zeros", "nan_payloads", "subnormals"])
+def test_extremum_of_view_matches_general_path_and_eager(monkeypatch, kind, what):
+    rows, width = 8, 128
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(11))
+    if kind == "min" and what == "subnormals":
+        x = -x  # min over the planted row: the subnormals are then the largest values
+    if what != "none":
+        x = _plant(x, what, 2)
+        if kind == "min" and what == "subnormals":
+            x[2] = -x[2]
+    taken = []
+    real = evaluate_module.extrema.extremum_of_view
+    monkeypatch.setattr(evaluate_module.extrema, "extremum_of_view",
+                        lambda *a: taken.append(real(*a)) or taken[-1])
+    spec, layouts, addresses = _row_reduction(rows, width, kind)
+    m = torch.zeros(rows)
+    general = _run(spec, layouts, addresses, x, m, True)
+    structured = _run(spec, layouts, addresses, x, m, False)
+    assert torch.equal(general.read_bytes(0, general.total_bytes),
+                       structured.read_bytes(0, structured.total_bytes))
+    got = _host_out(structured, layouts, addresses, rows, torch.float32)
+    assert torch.equal(got.view(torch.int32), _eager(kind, x).view(torch.int32))
+    # the view was read; its result is used only when no element can depend on the order
+    assert len(taken) == 1 and (taken[0] is None) == (what != "none")
+
+
+def test_extremum_of_view_refuses_every_order_sensitive_result():
+    tiny = torch.finfo(torch.float32).tiny
+    view = torch.tensor([[1.0, 2.0], [-3.0, -4.0]])
+    assert torch.equal(evaluate_module.extrema.extremum_of_view("max", view, 1),
+                       torch.tensor([2.0, -3.0]))
+    for bad in (0.0, -0.0, float("nan"), tiny / 2, -tiny / 4):
+        assert evaluate_module.extrema.extremum_of_view(
+            "max", torch.tensor([[bad, bad]]), 1) is None
+    assert evaluate_module.extrema.extremum_of_view(
+        "min", torch.tensor([[tiny, float("inf")]]), 1) is not None
