@@ -433,13 +433,27 @@ class _Program:
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
                 list(scratch.broadcast_shape([x.shape for x in ins])) != shape or \
                 (fn is like and not (ins[0].is_contiguous() and target.is_contiguous())):
-            values.append(self._pointwise(entry, values, len(self.program) - 1))  # the usual store
-            value = torch.as_tensor(values[-1]).expand(shape)
+            value = self._unary_into_buffer(like, ins, shape)
+            if value is None:
+                values.append(self._pointwise(entry, values, len(self.program) - 1))  # the usual store
+                value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
                            dtypes.to_storage(value, torch.float32, storage, f"op {self.name}: store"))
             return True
         fn(*ins, out=target)
         return True
+
+    def _unary_into_buffer(self, like: Any, ins: list[Any], shape: list[int]) -> torch.Tensor | None:
+        """A ``_LIKE_OPS`` op of a float32 operand of the block's shape, computed into a
+        reused contiguous buffer instead of a fresh tensor (which page-faults 4 MB in
+        again every call): the general path's operand and result are contiguous
+        tensors of that shape, so torch iterates the same way and the bits are the
+        same.  None: not such an op or operand (the usual fresh result)."""
+        if like is None or len(ins) != 1 or not isinstance(ins[0], torch.Tensor) or \
+                ins[0].dtype != torch.float32 or list(ins[0].shape) != shape:
+            return None
+        out = scratch.buffer(("store", len(self.program) - 1), shape, torch.float32)
+        return like(ins[0].contiguous(), out=out)
 
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once
