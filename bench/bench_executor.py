@@ -11,6 +11,12 @@ rounds of ``--runs`` calls; medians and the ratio executor / eager.  With
 structured one (``executor.views.FORCE_GENERAL``), which is what the executor
 did for every access before structured views.
 
+The last columns are the *torch floor* (``torch_floor.py``) where a program has
+one: its kernels' op sequence as plain torch calls ``out=`` contiguous tensors
+(``floor``), and the same with the stickify / unstickify copies a compiled call
+makes (``+io``), timed in the same rounds; executor time above ``+io`` is executor
+overhead, eager time below ``floor`` is what fusing the kernels buys.
+
 Run: ``python bench/bench_executor.py [--runs N] [--reps N] [--threads N] [--general]``.
 """
 
@@ -33,6 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from bench_timing import median_call_seconds  # noqa: E402  (bench/ is on sys.path)
 from tiling_helpers import explicit_groups  # noqa: E402
+from torch_floor import floors  # noqa: E402  (bench/ is on sys.path)
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
@@ -120,6 +127,7 @@ def main() -> None:
     header = f"{'program':34} {'1st call s':>10} {'eager ms':>9} {'executor ms':>12} {'ratio':>7}"
     if args.general and has_switch:
         header += f" {'general ms':>11} {'ratio':>7}"
+    header += f" {'floor ms':>9} {'ratio':>6} {'+io ms':>7} {'ratio':>6}"
     print(header)
     with torch.no_grad(), config.patch(fallback="error"):
         for name, fn, make, groups in PROGRAMS:
@@ -132,6 +140,10 @@ def main() -> None:
             if args.general and has_switch:
                 runners["general"] = _forced(True, program)
                 torch.testing.assert_close(runners["general"](*inputs), out, atol=0, rtol=0)
+            floor = floors(name, inputs) or {}
+            for key, run in floor.items():
+                torch.testing.assert_close(run(), expected, atol=tol, rtol=tol)
+                runners[key] = lambda *_, run=run: run()
             times: dict[str, list[float]] = {k: [] for k in runners}
             for _ in range(args.reps):
                 for key, runner in runners.items():
@@ -141,6 +153,11 @@ def main() -> None:
                     f"{t['executor'] / t['eager']:6.1f}x")
             if "general" in t:
                 line += f" {t['general'] * 1e3:11.3f} {t['general'] / t['eager']:6.1f}x"
+            if floor:
+                line += (f" {t['floor'] * 1e3:9.3f} {t['floor'] / t['eager']:5.1f}x"
+                         f" {t['floor+io'] * 1e3:7.3f} {t['floor+io'] / t['eager']:5.1f}x")
+            else:
+                line += f" {'-':>9} {'-':>6} {'-':>7} {'-':>6}"
             print(line, flush=True)
 
 

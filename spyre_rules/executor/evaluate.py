@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import compiled, dtypes, reductions, scratch, views
+from spyre_rules.executor import compiled, dtypes, extrema, reductions, scratch, views
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -102,10 +102,14 @@ class _Program:
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
         self._cacheable = self._loads_to_cache()
-        self.splits = self._splits()
+        self.splits = self._splits(self.out)
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
         self.operand_symbols = self._operand_symbols()
+        #: reduction symbols split into stick runs like output symbols (never a matmul's:
+        #: its einsum takes one reduction axis); used only when one block covers the
+        #: whole reduction (``_reduction_splits``)
+        self.red_splits = self._splits(self.red) if self.operand_symbols is None else {}
         self.direct_loads = self._direct_loads()
 
     def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
@@ -164,15 +168,15 @@ class _Program:
                 safe.add(i)
         return safe
 
-    def _splits(self) -> dict[str, int]:
-        """Output symbols every structured access splits into the same stick runs ``k``
-        (floor/Mod by k, or linear): the chunk gives them two axes (``_Space``).  None
-        for indirect access (its error messages name points by single axes)."""
+    def _splits(self, axes: list[tuple[str, int]]) -> dict[str, int]:
+        """Symbols of ``axes`` every structured access splits into the same stick runs
+        ``k`` (floor/Mod by k, or linear): the chunk gives them two axes (``_Space``).
+        None for indirect access (its error messages name points by single axes)."""
         if any(a.arg.indirect for a in self.accesses) or any(
                 e["op"] == "indirect_index" for e in self.program):
             return {}
         splits = {}
-        for name, size in self.out:
+        for name, size in axes:
             ks = {a.structure.ks[name] for a in self.accesses
                   if a.structure is not None and name in a.structure.symbols}
             ks.discard(1)
@@ -302,22 +306,64 @@ class _Program:
         kind = self.reduction["type"]
         names = [n for n, _ in self.red]
         ranges = [r for _, r in self.red]
-        rank = len(out_shape) + len(ranges)
+        splits = self._reduction_splits()
+        rank = out.rank
         points = math.prod(out_shape)
         if self.operand_symbols is not None and block_out is not None:
             # a matmul: bound each operand's chunk (its output extent x reduction block)
             points = max(math.prod(block_out[n] for n in symbols)
                          for symbols in self.operand_symbols)
+        per_block = max(1, budget // max(points, 1))
+        if kind in ("max", "min") and math.prod(ranges) <= per_block:
+            value = self._extremum_from_view(out, out_shape, names, ranges, splits)
+            if value is not None:
+                return value
         acc = None
-        for block in blocks(ranges, max(1, budget // max(points, 1))):
-            space = _Space(rank, out).add(names, block)
+        for block in blocks(ranges, per_block):
+            space = _Space(rank, out).add(names, block, splits)
             values = self._eval(space, stop=self.reduction_at)
-            shape = [*out_shape, *(b - a for a, b in block)]
+            shape = [*out_shape, *_Space.dims(names, block, splits)]
             offset = sum(a * math.prod(ranges[i + 1:]) for i, (a, _) in enumerate(block))
             inputs = [values[i] for i in self.reduction["in"]]
-            part = reductions.reduce_chunk(kind, inputs, shape, len(ranges), offset)
+            part = reductions.reduce_chunk(kind, inputs, shape, len(shape) - len(out_shape), offset)
             acc = reductions.combine(kind, acc, part)
         return reductions.finish(kind, acc)
+
+    def _extremum_from_view(self, out: _Space, out_shape: list[int], names: list[str],
+                            ranges: list[int], splits: dict[str, int]) -> torch.Tensor | None:
+        """A max/min of a plain float load, reduced from its strided view of device
+        memory with no copy (``extrema``: only when no result can depend on the order);
+        None: take the usual path (the contiguous operand the general path gathers)."""
+        entry = self.program[self.reduction["in"][0]]
+        if len(self.reduction["in"]) != 1 or entry["op"] != "load" or entry.get("masks"):
+            return None
+        access = self.accesses[entry["arg"]]
+        host = dtypes.host_dtype(entry["dtype"])
+        if host not in (torch.float32, torch.float64) or access.structure is None or \
+                dtypes.host_dtype(self.reduction.get("dtype") or entry["dtype"]) != host or \
+                dtypes.storage_dtype(access.arg.device_dtype, host) != host:
+            return None
+        space = _Space(out.rank, out).add(names, [(0, r) for r in ranges], splits)
+        plan = access.view_plan(space.box, space.rank)
+        if plan is None:
+            return None
+        view = views.direct_view(access.memory.view(host), plan)
+        red_dims = _Space.dims(names, [(0, r) for r in ranges], splits)
+        if view is None or list(view.shape) != [*out_shape, *red_dims]:
+            return None
+        return extrema.extremum_of_view(self.reduction["type"], view, len(red_dims))
+
+    def _reduction_splits(self) -> dict[str, int]:
+        """Reduction symbols split into two axes ``(q, r)`` of their stick runs, so a
+        stick-split load is one strided view (read without a copy when only exact ops
+        consume it).  Only when one block covers the whole reduction (every output
+        block then has one reduction block, so the chunk's rank is fixed per run):
+        the reduced axes are contiguous and row-major in ``c``, and torch reduces
+        the two axes of a contiguous tensor in the order of the one axis they
+        replace, so the bits are those of the unsplit chunk (tests/executor)."""
+        if not self.red_splits or math.prod(r for _, r in self.red) > CHUNK_ELEMENTS:
+            return {}
+        return self.red_splits
 
     def run(self) -> None:
         names = [n for n, _ in self.out]
@@ -339,7 +385,9 @@ class _Program:
                 # Output grids carry trailing unit axes for the reduction axes, so
                 # loads broadcast against reduction grids; only the reduction's
                 # result and what follows it (tuple items) are evaluated per point.
-                rank = len(shape) + len(self.red)
+                red_splits = self._reduction_splits()
+                rank = len(shape) + len(_Space.dims(
+                    [n for n, _ in self.red], [(0, r) for _, r in self.red], red_splits))
                 extents = {n: b - a for n, (a, b) in zip(names, block)}
                 reduced = self._reduce(_Space(rank).add(names, block, self.splits), shape,
                                        CHUNK_ELEMENTS, extents)
@@ -385,13 +433,27 @@ class _Program:
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
                 list(scratch.broadcast_shape([x.shape for x in ins])) != shape or \
                 (fn is like and not (ins[0].is_contiguous() and target.is_contiguous())):
-            values.append(self._pointwise(entry, values, len(self.program) - 1))  # the usual store
-            value = torch.as_tensor(values[-1]).expand(shape)
+            value = self._unary_into_buffer(like, ins, shape)
+            if value is None:
+                values.append(self._pointwise(entry, values, len(self.program) - 1))  # the usual store
+                value = torch.as_tensor(values[-1]).expand(shape)
             views.copy_out(access.memory.view(storage), plan,
                            dtypes.to_storage(value, torch.float32, storage, f"op {self.name}: store"))
             return True
         fn(*ins, out=target)
         return True
+
+    def _unary_into_buffer(self, like: Any, ins: list[Any], shape: list[int]) -> torch.Tensor | None:
+        """A ``_LIKE_OPS`` op of a float32 operand of the block's shape, computed into a
+        reused contiguous buffer instead of a fresh tensor (which page-faults 4 MB in
+        again every call): the general path's operand and result are contiguous
+        tensors of that shape, so torch iterates the same way and the bits are the
+        same.  None: not such an op or operand (the usual fresh result)."""
+        if like is None or len(ins) != 1 or not isinstance(ins[0], torch.Tensor) or \
+                ins[0].dtype != torch.float32 or list(ins[0].shape) != shape:
+            return None
+        out = scratch.buffer(("store", len(self.program) - 1), shape, torch.float32)
+        return like(ins[0].contiguous(), out=out)
 
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once
