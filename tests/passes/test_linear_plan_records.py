@@ -26,21 +26,11 @@ from spyre_rules.engine.records import TraceStep  # noqa: E402
 from spyre_rules.engine.values import NameLog, Run, Level, Tiling  # noqa: E402
 from spyre_rules.ir.graph_state import graph_state  # noqa: E402
 from spyre_rules.passes.pipeline import collect_groups  # noqa: E402
-
-SIZES = (20, 40, 60)
-
-
-def _chain(n_ops: int):
-    def program(x):
-        for _ in range(n_ops):
-            x = x + 1
-        return x
-    return program
-
+from linear_growth import SIZES, assert_linear, chain  # noqa: E402
 
 def _rendered_chars(n_ops: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict]:
     x = torch.randn(4, 64, 128, dtype=torch.float16)  # 64 KiB per buffer
-    graph = spyre_rules.capture_operations(_chain(n_ops), x).graphs[0]
+    graph = spyre_rules.capture_operations(chain(n_ops), x).graphs[0]
     counted = collections.Counter()
     render = values.render
 
@@ -61,8 +51,7 @@ def _rendered_chars(n_ops: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, d
 
 def test_recording_a_long_run_renders_a_fixed_amount_per_op(monkeypatch):
     small, middle, large = (_rendered_chars(n, monkeypatch)[0] for n in SIZES)
-    assert small > 0
-    assert (large - middle) - (middle - small) == 0, (small, middle, large)
+    assert_linear("rendered characters", small, middle, large)
 
 
 def test_the_records_still_show_the_run_members_as_they_were(monkeypatch):

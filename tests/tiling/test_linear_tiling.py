@@ -26,23 +26,13 @@ from spyre_rules import config  # noqa: E402
 from spyre_rules.passes import tile_reads  # noqa: E402
 from spyre_rules.passes.pipeline import collect_groups  # noqa: E402
 from spyre_rules.passes.tiling_propagation import tile_groups  # noqa: E402
-
-SIZES = (20, 40, 60)
-
-
-def _chain(n_ops: int):
-    def program(x):
-        for _ in range(n_ops):
-            x = x + 1
-        return x
-    return program
-
+from linear_growth import SIZES, assert_linear, chain  # noqa: E402
 
 def _counts(n_ops: int, monkeypatch: pytest.MonkeyPatch) -> collections.Counter:
     """Calls of ``Buffer.get_name`` in grouping and in tile_groups, and per-tile layouts
     swapped by tile_reads (tile_groups plus one later trace of every op's body)."""
     x = torch.randn(4, 64, 128, dtype=torch.float16)  # 64 KiB per buffer
-    ops = spyre_rules.capture_operations(_chain(n_ops), x)
+    ops = spyre_rules.capture_operations(chain(n_ops), x)
     graph = ops.graphs[0]
     calls: collections.Counter = collections.Counter()
     get_name = ir.Buffer.get_name
@@ -74,6 +64,4 @@ def _counts(n_ops: int, monkeypatch: pytest.MonkeyPatch) -> collections.Counter:
 def test_grouping_and_tile_groups_work_per_op_is_constant(monkeypatch):
     counts = [_counts(n, monkeypatch) for n in SIZES]
     for what in ("grouping", "tile_groups", "swapped"):
-        small, middle, large = (c[what] for c in counts)
-        assert small > 0
-        assert (large - middle) - (middle - small) == 0, (what, small, middle, large)
+        assert_linear(what, *(c[what] for c in counts))
