@@ -19,6 +19,15 @@ Compute form: half-precision values (float16/bfloat16) are carried as float32
 tensors holding already-rounded values; every op computes in float32 and the
 result is rounded when converted (``to_dtype``) or stored.  This is what
 Inductor's CPU kernels and eager's vectorized CPU kernels do for one aten op.
+
+A NaN an op stores in half-precision device storage is always the one canonical NaN
+(``CANONICAL_NAN``: positive, quiet, no payload; ``canonical_stored``).  Torch's half conversions keep a
+NaN's sign and payload in their vectorised loop and drop or replace them in their
+scalar loop, and which elements take which loop follows the memory layout, so the
+bits of a stored NaN would otherwise differ between the general and the structured
+path (docs/architecture.md, "Stores").  A NaN's sign and payload are not values a
+program computes with; whether an element is NaN does not depend on the layout.
+Host transfers (stickify, unstickify) move bits and keep every NaN as it is.
 """
 
 from __future__ import annotations
@@ -30,7 +39,11 @@ import torch
 from spyre_rules.facts.stick_layout import DataFormat
 
 __all__ = [
+    "CANONICAL_NAN",
     "DeviceOverflowError",
+    "canonical_nans_",
+    "canonical_stored",
+    "has_nan",
     "compute_dtype",
     "host_dtype",
     "storage_dtype",
@@ -41,6 +54,10 @@ __all__ = [
 ]
 
 _HALF = (torch.float16, torch.bfloat16)
+
+#: the bits of the one NaN a half-precision device element holds (torch's own
+#: ``float("nan")`` in that dtype)
+CANONICAL_NAN = {torch.float16: 0x7E00, torch.bfloat16: 0x7FC0}
 
 
 class DeviceOverflowError(OverflowError):
@@ -94,6 +111,32 @@ def to_storage(value: torch.Tensor, host: torch.dtype, storage: torch.dtype, whe
                 f"{where}: int64 value outside the int32 range of device format IEEE_INT32"
             )
     return value.to(storage)
+
+
+def canonical_stored(stored: torch.Tensor) -> torch.Tensor:
+    """A computed value in its storage dtype, every NaN of half storage made canonical
+    (a copy when any is replaced: ``stored`` may be a caller's tensor)."""
+    if stored.dtype in CANONICAL_NAN and has_nan(stored):
+        stored = stored.contiguous().clone()
+        canonical_nans_(stored)
+    return stored
+
+
+def has_nan(value: torch.Tensor) -> bool:
+    """Whether a float tensor holds a NaN.  A sum is NaN wherever a NaN was added; infs
+    of both signs make it NaN too, a false alarm that only costs the caller a closer
+    look.  Partial sums that overflow are infs, never NaN."""
+    if value.dim() > 1:
+        value = value.sum(dim=-1)
+    total = value.sum().item()
+    return total != total
+
+
+def canonical_nans_(half: torch.Tensor) -> None:
+    """Replace every NaN of a float16/bfloat16 tensor (any strides, no two elements
+    sharing memory) by ``CANONICAL_NAN``, in place."""
+    mask = torch.isnan(half)
+    half.view(torch.int16).masked_fill_(mask, CANONICAL_NAN[half.dtype])
 
 
 def from_storage(value: torch.Tensor, host: torch.dtype) -> torch.Tensor:

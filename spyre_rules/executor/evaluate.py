@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import compiled, dtypes, extrema, reductions, scratch, views
+from spyre_rules.executor import compiled, dtypes, extrema, native_half, reductions, scratch, views
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -111,6 +111,9 @@ class _Program:
         #: whole reduction (``_reduction_splits``)
         self.red_splits = self._splits(self.red) if self.operand_symbols is None else {}
         self.direct_loads = self._direct_loads()
+        #: one exact op of half loads stored in their dtype: computed natively (native_half)
+        self.native = native_half.prepare(self.program, self.store, self.accesses, self.reduction)
+        self._blocks: tuple[int, list] | None = None
 
     def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
         """Re-point a compiled program at a new run (``compiled``): only the kernel
@@ -374,7 +377,12 @@ class _Program:
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
-        for block in blocks(ranges, max(1, CHUNK_ELEMENTS // r_total)):
+        budget = max(1, CHUNK_ELEMENTS // r_total)
+        if self._blocks is None or self._blocks[0] != budget:
+            self._blocks = (budget, list(blocks(ranges, budget)))  # the spec's and budget's alone
+        for block in self._blocks[1]:
+            if self.native is not None and self.native.store_block(self, block):
+                continue
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
@@ -397,11 +405,14 @@ class _Program:
             plan = self.store_plan(store_access, space)
             if plan is None:
                 elements = store_access.elements(space.env, None, "store").expand(shape)
-            if plan is not None and store_dtype == storage and storage.is_floating_point:
+            if plan is not None and store_dtype == storage and storage.is_floating_point and not (
+                    storage in dtypes.CANONICAL_NAN and dtypes.has_nan(value)):
                 # copy_ rounds to the storage dtype exactly as .to() does: no temporary
+                # (a NaN bound for half storage goes the long way: its bits are replaced)
                 views.copy_out(store_access.memory.view(storage), plan, value)
                 continue
-            data = dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store")
+            data = dtypes.canonical_stored(
+                dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store"))
             if plan is not None:
                 views.copy_out(store_access.memory.view(storage), plan, data)
             else:
@@ -458,40 +469,57 @@ class _Program:
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once
         (the general scatter's order decides duplicates)."""
-        structure = access.structure
-        if structure is None:
-            return None
-        symbols = structure.symbols
-        for name, where in space.box.items():
-            if type(where) is tuple and name not in symbols:
-                return None
-        if access.injective_store is None:  # the spec's alone: once per compiled program
-            ranges = dict(self.out + self.red)
-            access.injective_store = symbols <= set(ranges) and structure.injective(ranges)
-        if not access.injective_store:
+        if not self.store_views_write_once(access, space):
             return None
         return access.view_plan(space.box, space.rank)
 
+    def store_views_write_once(self, access: _Access, space: _Space) -> bool:
+        """The store's views would write every point of the block once: the spec's and
+        the block's alone (bounds are the run's: ``view_plan``)."""
+        structure = access.structure
+        if structure is None:
+            return False
+        symbols = structure.symbols
+        for name, where in space.box.items():
+            if type(where) is tuple and name not in symbols:
+                return False
+        if access.injective_store is None:  # the spec's alone: once per compiled program
+            ranges = dict(self.out + self.red)
+            access.injective_store = symbols <= set(ranges) and structure.injective(ranges)
+        return access.injective_store
+
 
 def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
-                shifts: list[int] | None = None, lx: DeviceMemory | None = None) -> None:
+                shifts: list[int] | None = None, lx: DeviceMemory | None = None,
+                checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None) -> None:
     """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel).
 
     ``shifts``: per arg, the byte offset a counted loop applies this iteration
     (``codegen.loops``); the bounds check stays against the arg's allocation.
     ``lx``: the LX scratchpad memory for args allocated ``{'lx': off}``.
+    ``checked``: the programs whose specs were fingerprinted earlier in this same
+    kernel run (``loops.run_items``); nothing edits a spec while its kernel runs, so
+    a later iteration of a counted loop reuses the program without a fingerprint.
     """
     memories = {"hbm": memory}
     if lx is not None:
         memories["lx"] = lx
     # the number of shifts decides how many args get accesses (zip), so it is keyed
-    key, keep = compiled.fingerprint(spec, None if shifts is None else len(shifts))
-    program = compiled.lookup(spec, key)
-    if program is None:
-        program = _Program(spec, where, memories, shifts)
-        compiled.remember(spec, key, keep, program)
-    else:
+    count = None if shifts is None else len(shifts)
+    hit = None if checked is None else checked.get((id(spec), count))
+    if hit is not None and hit[0] is spec:
+        program = hit[1]
         program.bind(where, memories, shifts)
+    else:
+        key, keep = compiled.fingerprint(spec, count)
+        program = compiled.lookup(spec, key)
+        if program is None:
+            program = _Program(spec, where, memories, shifts)
+            compiled.remember(spec, key, keep, program)
+        else:
+            program.bind(where, memories, shifts)
+        if checked is not None:
+            checked[(id(spec), count)] = (spec, program)
     try:
         program.run()
     finally:

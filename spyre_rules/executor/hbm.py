@@ -25,6 +25,10 @@ class IndirectIndexError(DeviceMemoryError):
     dim it indexes (names op, symbol, value, iteration point and index tensor)."""
 
 
+#: strided views kept per memory (a bound, not a policy: past it they are made again)
+_STRIDED_LIMIT = 4096
+
+
 class DeviceMemory:
     """``total_bytes`` of zero-initialised device memory with typed element views."""
 
@@ -33,6 +37,21 @@ class DeviceMemory:
         self.total_bytes = int(total_bytes)
         self._bytes = torch.zeros(-(-self.total_bytes // 8) * 8, dtype=torch.uint8)
         self._views: dict[torch.dtype, torch.Tensor] = {}
+        self._strided: dict[tuple, torch.Tensor] = {}
+
+    def strided(self, dtype: torch.dtype, sizes: tuple[int, ...], strides: tuple[int, ...],
+                offset: int) -> torch.Tensor:
+        """``view(dtype).as_strided(sizes, strides, offset)``, made once per memory: a
+        counted loop asks for the same few views every iteration and call, and
+        ``as_strided`` costs more than the lookup.  Callers never resize or re-stride
+        a view they get (an ``out=`` of the very same shape leaves it as it is)."""
+        key = (dtype, sizes, strides, offset)
+        view = self._strided.get(key)
+        if view is None:
+            if len(self._strided) >= _STRIDED_LIMIT:
+                self._strided.clear()
+            view = self._strided[key] = self._view(dtype).as_strided(sizes, strides, offset)
+        return view
 
     def clear(self) -> None:
         """Every byte back to zero (a scratchpad reused by the next run)."""

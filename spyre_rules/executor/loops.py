@@ -71,19 +71,28 @@ def _level_strides(spec: OpSpec, depth: int) -> list[list[int]]:
 
 
 def run_items(items: list[Any], memory: DeviceMemory, where: str,
-              lx: DeviceMemory | None = None, counts: tuple[int, ...] = (),
-              iteration: tuple[int, ...] = ()) -> None:
+              lx: DeviceMemory | None = None) -> None:
+    """Run a kernel's tree once.  Nothing edits an OpSpec while its kernel runs, so
+    each spec is fingerprinted (``compiled``) and its level strides derived once per
+    kernel run, not once per loop iteration."""
+    _run(items, memory, where, lx, (), {}, {})
+
+
+def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | None,
+         iteration: tuple[int, ...], checked: dict, strides: dict) -> None:
     for item in items:
         if isinstance(item, LoopSpec):
             for i in range(int(item.count)):
-                run_items(item.body, memory, where, lx, counts + (int(item.count),),
-                          iteration + (i,))
+                _run(item.body, memory, where, lx, iteration + (i,), checked, strides)
             continue
         shifts = None
         if iteration:
-            shifts = [sum(i * s for i, s in zip(iteration, strides))
-                      for strides in _level_strides(item, len(iteration))]
-        run_op_spec(item, memory, where, shifts=shifts, lx=lx)
+            hit = strides.get((id(item), len(iteration)))
+            if hit is None or hit[0] is not item:
+                hit = strides[(id(item), len(iteration))] = (
+                    item, _level_strides(item, len(iteration)))
+            shifts = [sum(i * s for i, s in zip(iteration, level)) for level in hit[1]]
+        run_op_spec(item, memory, where, shifts=shifts, lx=lx, checked=checked)
 
 
 def _iterations(counts: tuple[int, ...]) -> list[tuple[int, ...]]:
