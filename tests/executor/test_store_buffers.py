@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
+from both_paths import both_path_memories
 
-from spyre_rules.executor import DeviceMemory, run_op_spec, scratch, stickify, views
+from spyre_rules.executor import DeviceMemory, run_op_spec, scratch, stickify
 from spyre_rules.layout import generic_stick_layout
 from spyre_rules.program.op_spec import OpSpec, TensorArg
 
@@ -40,17 +41,7 @@ def test_unary_store_through_buffer_matches_general_path_and_eager(op, shape):
     bits[0, :4] = torch.tensor([0x7FC00001, -0x3FFFFF, 0, -0x80000000], dtype=torch.int32)
     spec, layout = _spec(op, rows, width)
     size = layout.size_in_bytes
-    memories = []
-    for general in (True, False):
-        scratch.clear()
-        memory = DeviceMemory(2 * size)
-        memory.write_bytes(0, stickify(x, layout).reshape(-1).view(torch.uint8))
-        views.FORCE_GENERAL = general
-        try:
-            run_op_spec(spec, memory)
-        finally:
-            views.FORCE_GENERAL = False
-        memories.append(memory.read_bytes(0, 2 * size).clone())
+    memories = both_path_memories(spec, 2 * size, [(0, x, layout)])
     assert torch.equal(memories[0], memories[1])
     eager = getattr(torch, op)(x)
     expected = stickify(eager, layout).reshape(-1).view(torch.uint8)

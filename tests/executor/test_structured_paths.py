@@ -29,6 +29,7 @@ import fuzz_run  # noqa: E402
 import pytest  # noqa: E402
 import sympy  # noqa: E402
 import torch  # noqa: E402
+from both_paths import both_path_memories  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from test_differential import CASES  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
@@ -95,18 +96,7 @@ def _arg(is_input, index, layout, coords, address, name):
 
 
 def _spec_memories(spec, inputs, size):
-    out = []
-    for general in (True, False):
-        memory = DeviceMemory(size)
-        for tensor, layout, address in inputs:
-            memory.write_bytes(address, stickify(tensor, layout).reshape(-1).view(torch.uint8))
-        views.FORCE_GENERAL = general
-        try:
-            run_op_spec(spec, memory)
-        finally:
-            views.FORCE_GENERAL = False
-        out.append(memory.read_bytes(0, size).clone())
-    return out
+    return both_path_memories(spec, size, [(address, tensor, layout) for tensor, layout, address in inputs])
 
 
 # width 128: whole sticks, so c1 is split into (stick, lane) chunk axes when a chunk
