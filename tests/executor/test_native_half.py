@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
+from both_paths import both_path_memories
 
 from spyre_rules.executor import (DeviceMemory, DeviceMemoryError, dtypes, native_half, run_op_spec,
                                   stickify, views)
@@ -140,23 +141,13 @@ def _spec(op, rows, cols, dtype, out_address=None, out_coords=None):
 
 
 def _both_paths(spec, layout, size, tensors, total=None):
-    """The whole memory after one run on each path, and the native block counts of
-    the structured run."""
-    total = total or 3 * size
-    out = []
-    for general in (True, False):
-        memory = DeviceMemory(total)
-        for i, t in enumerate(tensors):
-            memory.write_bytes(i * size, stickify(t, layout).reshape(-1).view(torch.uint8))
-        before = dict(native_half.counts)
-        views.FORCE_GENERAL = general
-        try:
-            run_op_spec(spec, memory)
-        finally:
-            views.FORCE_GENERAL = False
-        out.append(memory.read_bytes(0, total).clone())
+    """The whole memory after one run on each path, and the native block counts (the
+    general path runs no native block, so they are the structured run's)."""
+    before = dict(native_half.counts)
+    general, structured = both_path_memories(
+        spec, total or 3 * size, [(i * size, t, layout) for i, t in enumerate(tensors)])
     counts = {k: native_half.counts[k] - before[k] for k in before}
-    return out[0], out[1], counts
+    return general, structured, counts
 
 
 SHAPES = [(8, 128), (5, 40), (3, 150), (64, 1024), (7, 1)]
@@ -215,22 +206,14 @@ def test_a_single_nan_anywhere_is_found(dtype, op):
 
 @pytest.mark.parametrize("dtype", HALVES)
 @pytest.mark.parametrize("nan", [True, False])
-def test_in_place_store_into_an_operand(dtype, nan):
-    # out is x's own segment: the native result is computed aside, then stored
-    rows, cols = 16, 192
-    spec, layout, size = _spec("mul", rows, cols, dtype, out_address=0)
-    tensors = [special_bits((rows, cols), dtype, seed, nan=nan) for seed in (8, 9)]
-    general, structured, counts = _both_paths(spec, layout, size, tensors)
-    assert torch.equal(general, structured)
-    assert counts == {"native": 1, "canonical": int(nan)}
-
-
-@pytest.mark.parametrize("dtype", HALVES)
-@pytest.mark.parametrize("nan", [True, False])
-def test_store_overlapping_an_operand_by_one_stick(dtype, nan):
-    rows, cols = 16, 128
-    spec, layout, size = _spec("add", rows, cols, dtype, out_address=128)
-    tensors = [special_bits((rows, cols), dtype, seed, nan=nan) for seed in (10, 11)]
+@pytest.mark.parametrize("op, cols, out_address, seeds", [
+    ("mul", 192, 0, (8, 9)),  # in place: out is x's own segment, computed aside then stored
+    ("add", 128, 128, (10, 11)),  # out overlaps x by one stick
+], ids=["in_place", "one_stick_overlap"])
+def test_store_overlapping_an_operand(dtype, nan, op, cols, out_address, seeds):
+    rows = 16
+    spec, layout, size = _spec(op, rows, cols, dtype, out_address=out_address)
+    tensors = [special_bits((rows, cols), dtype, seed, nan=nan) for seed in seeds]
     general, structured, counts = _both_paths(spec, layout, size, tensors)
     assert torch.equal(general, structured)
     assert counts == {"native": 1, "canonical": int(nan)}
