@@ -102,6 +102,7 @@ class _Program:
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
         self._cacheable = self._loads_to_cache()
+        self._cacheable_at = {tuple(shifts): self._cacheable}
         self.splits = self._splits(self.out)
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
@@ -124,6 +125,8 @@ class _Program:
         for access, shift in zip(self.accesses, shifts):
             access.bind(self.name, memories, shift)
         self._cacheable = self._loads_to_cache()
+        #: loop offsets -> ``_loads_to_cache`` while bound to these memories
+        self._cacheable_at = {tuple(shifts): self._cacheable}
         self._loaded = {}
 
     def move(self, shifts: list[int]) -> None:
@@ -132,7 +135,11 @@ class _Program:
         for alignment as ``bind`` does); per-run state is reset."""
         for access, shift in zip(self.accesses, shifts):
             access.move(shift)
-        self._cacheable = self._loads_to_cache()
+        key = tuple(shifts)
+        cacheable = self._cacheable_at.get(key)
+        if cacheable is None:
+            cacheable = self._cacheable_at[key] = self._loads_to_cache()
+        self._cacheable = cacheable
         self._loaded = {}
 
     def release(self) -> None:

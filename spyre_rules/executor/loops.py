@@ -106,7 +106,11 @@ def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | 
         hit = strides.get(key)
         if hit is None or hit[0] is not item:
             hit = strides[key] = (item, _level_strides(item, len(iteration)))
-        shifts = [sum(i * s for i, s in zip(iteration, level)) for level in hit[1]]
+        if len(iteration) == 1:
+            i = iteration[0]
+            shifts = [i * level[0] for level in hit[1]]
+        else:
+            shifts = [sum(i * s for i, s in zip(iteration, level)) for level in hit[1]]
         program = bound.get(key)
         if program is not None and program[0] is item:
             program[1].move(shifts)
