@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import compiled, dtypes, extrema, native_half, reductions, scratch, views
+from spyre_rules.executor import (compiled, dtypes, extrema, nan_checks, native_half, reductions, scratch,
+                                  views)
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -397,7 +398,7 @@ class _Program:
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
         return names, ranges, r_total, store_access, store_dtype, storage
 
-    def run(self, deferred: native_half.Deferred | None = None) -> None:
+    def run(self, deferred: nan_checks.Deferred | None = None) -> None:
         """Run every block (``deferred``: a kernel run's NaN checks put off so far;
         anything but a native store that covers them checks them first)."""
         facts = self._facts
@@ -412,7 +413,7 @@ class _Program:
         for block in self._blocks[1]:
             if native is not None and native.store_block(self, block, deferred):
                 continue
-            if deferred is not None and deferred.stores:
+            if deferred is not None and deferred.chains:
                 deferred.flush()
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
@@ -523,7 +524,7 @@ class _Program:
 def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
                 shifts: list[int] | None = None, lx: DeviceMemory | None = None,
                 checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None,
-                deferred: native_half.Deferred | None = None) -> None:
+                deferred: nan_checks.Deferred | None = None) -> None:
     """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel).
 
     ``shifts``: per arg, the byte offset a counted loop applies this iteration
@@ -532,7 +533,7 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
     ``checked``: the programs whose specs were fingerprinted earlier in this same
     kernel run (``loops.run_items``); nothing edits a spec while its kernel runs, so
     a later iteration of a counted loop reuses the program without a fingerprint.
-    ``deferred``: the kernel run's NaN checks put off so far (``native_half.Deferred``).
+    ``deferred``: the kernel run's NaN checks put off so far (``nan_checks.Deferred``).
     """
     program = bound_program(spec, memory, where, shifts, lx, checked)
     try:

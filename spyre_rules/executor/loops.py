@@ -33,7 +33,7 @@ from spyre_rules.codegen.loops import (
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.evaluate import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
-from spyre_rules.executor.native_half import Deferred
+from spyre_rules.executor.nan_checks import Deferred
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 

@@ -26,13 +26,11 @@ from typing import Any
 import torch
 
 from spyre_rules.executor import dtypes, scratch, views
+from spyre_rules.executor.nan_checks import Deferred, counts
 from spyre_rules.executor.space import Space
 
-__all__ = ["NATIVE", "Deferred", "NativeHalf", "counts", "prepare"]
+__all__ = ["NATIVE", "NativeHalf", "counts", "prepare"]
 
-#: blocks stored natively, and those of them whose NaNs were made canonical (tests
-#: prove which route ran)
-counts = {"native": 0, "canonical": 0}
 
 #: ops whose native half result is the float32 route's except in NaN payloads
 NATIVE: dict[str, tuple[Any, int]] = {
@@ -107,37 +105,6 @@ def _memory_order(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tup
 _MISSING = object()
 
 
-class Deferred:
-    """The NaN checks a kernel run has put off (``loops.run_items``): native stores not
-    yet checked, oldest first, each read whole and point for point by the next
-    (``NativeHalf.store_block`` certifies that, else it flushes first).  Every op in
-    ``NATIVE`` makes a NaN of any operand a NaN of its result at the same point, so
-    a NaN in any of them is a NaN of the last: one check of the last store covers
-    the chain.  Whatever else runs flushes first, so nothing but such an op ever
-    reads a NaN that is not canonical yet, and such an op's result does not depend
-    on NaN bits except in its NaNs, which are made canonical too.  A later store of
-    the chain may overwrite an earlier one; making the NaNs of that range canonical
-    again only touches bytes the chain's own checks cover."""
-
-    __slots__ = ("stores",)
-
-    def __init__(self) -> None:
-        #: (store view, its contiguous runs: the NaN check's operand)
-        self.stores: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def flush(self) -> None:
-        """Check the chain now: any NaN in it makes every stored NaN canonical."""
-        if self.stores and dtypes.has_nan(self.stores[-1][1]):
-            self.canonicalise()
-        self.stores.clear()
-
-    def canonicalise(self) -> None:
-        for view, _ in self.stores:
-            dtypes.canonical_nans_(view)
-        counts["canonical"] += 1
-        self.stores.clear()
-
-
 class NativeHalf:
     """What a program's native half store needs from its spec alone (``prepare``), and
     per block of its iteration space the views (``_Block``), made on first use."""
@@ -176,14 +143,17 @@ class NativeHalf:
         target = geometry.target.at_run(dtype)
         if target is None:
             return False
-        certified = False
-        if deferred is not None and deferred.stores:
-            head = deferred.stores[-1][0]
-            # the op reads the last unchecked store whole, point for point: a NaN there
-            # is a NaN of this op's result at the same point, which its check sees
-            certified = any(t is head for t in ins) and head.shape == target.shape
-            if not certified:
-                deferred.flush()
+        extends = False
+        sizes, strides = geometry.check
+        memory = geometry.target.access.memory
+        runs = memory.strided(dtype, sizes, strides, target.storage_offset())
+        if deferred is not None:
+            deferred.before_store(memory, runs)
+            head = deferred.head()
+            # the op reads the newest unchecked store whole, point for point: a NaN
+            # there is a NaN of its result at the same point, which its check sees
+            extends = head is not None and head.shape == target.shape and \
+                any(t is head for t in ins)
         # a store that may overlap a load computes aside (torch refuses overlapping out=)
         cacheable = program._cacheable
         aside = program.store["arg"] in cacheable or len(cacheable) != len(program.accesses) - 1
@@ -191,19 +161,16 @@ class NativeHalf:
         self.fn(*ins, out=out)
         counts["native"] += 1
         if aside:
-            if dtypes.has_nan(out.view(-1)):
+            nan = dtypes.has_nan(out.view(-1))
+            if nan:
                 dtypes.canonical_nans_(out)
                 counts["canonical"] += 1
-                if certified:
-                    deferred.canonicalise()
-            elif certified:
-                deferred.stores.clear()  # none of them held a NaN
+            if extends:
+                deferred.drop_newest(nan)
             target.copy_(out)
             return True
-        sizes, strides = geometry.check
-        runs = geometry.target.access.memory.strided(dtype, sizes, strides, target.storage_offset())
         if deferred is not None:
-            deferred.stores.append((target, runs))
+            deferred.add(target, runs, memory, extends)
         elif dtypes.has_nan(runs):
             dtypes.canonical_nans_(out)
             counts["canonical"] += 1

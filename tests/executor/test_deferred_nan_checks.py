@@ -168,3 +168,53 @@ def test_an_edit_of_the_chained_op_between_runs_is_honoured(op):
     assert torch.equal(out.isnan(), nan)
     assert torch.equal(out[~nan], expected[~nan])
     torch._dynamo.reset()
+
+
+# ---- the pieces: when two views may share an element, and what a flush checks
+
+def _elements(view: torch.Tensor) -> set[int]:
+    index = torch.zeros(view.shape, dtype=torch.int64)
+    for d, (n, s) in enumerate(zip(view.shape, view.stride())):
+        shape = [1] * view.dim()
+        shape[d] = n
+        index = index + (torch.arange(n) * s).view(shape)
+    return set((index + view.storage_offset()).reshape(-1).tolist())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_views_said_disjoint_share_no_element(seed):
+    from spyre_rules.executor.nan_checks import _may_overlap
+
+    g = torch.Generator().manual_seed(seed)
+    memory = torch.zeros(4096, dtype=torch.float16)
+    said_disjoint = 0
+    for _ in range(300):
+        n, length = (int(x) for x in torch.randint(1, 6, (2,), generator=g))
+        step = length + int(torch.randint(0, 12, (1,), generator=g))
+        offsets = torch.randint(0, 4096 - n * step, (2,), generator=g).tolist()
+        a, b = (memory.as_strided((n, length), (step, 1), o) for o in offsets)
+        if not _may_overlap(a, b):
+            said_disjoint += 1
+            assert not _elements(a) & _elements(b)
+        elif n > 1:
+            other = memory.as_strided((n, length), (step + 1, 1), offsets[1])
+            assert _may_overlap(a, other)  # another pattern: never said disjoint
+    assert said_disjoint > 50
+
+
+def test_a_store_over_an_unchecked_head_checks_it_first():
+    from spyre_rules.executor.hbm import DeviceMemory
+    from spyre_rules.executor.nan_checks import Deferred
+
+    memory = DeviceMemory(4096)
+    head = memory.strided(torch.float16, (4, 8), (16, 1), 0)
+    head.view(torch.int16)[1, 3] = -512  # 0xFE00: a NaN that is not canonical
+    deferred = Deferred()
+    deferred.add(head, head, memory, False)
+    apart = memory.strided(torch.float16, (4, 8), (16, 1), 8)  # the other half of each row
+    deferred.before_store(memory, apart)
+    assert deferred.head() is head  # disjoint: still unchecked
+    over = memory.strided(torch.float16, (4, 8), (16, 1), 4)
+    deferred.before_store(memory, over)
+    assert deferred.head() is None
+    assert int(head.view(torch.int16)[1, 3]) == CANONICAL
