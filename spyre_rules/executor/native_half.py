@@ -15,7 +15,8 @@ canonical one (``dtypes.CANONICAL_NAN``) on every path.
 Hence: compute natively, straight into the store's view of device memory (into a
 reused half buffer first when a load may overlap the store: torch refuses partly
 overlapping ``out=``), then look for a NaN with one cheap reduction along the
-memory's contiguous runs, and make any NaN canonical in place.
+memory's contiguous runs, and make any NaN canonical in place.  Inside a kernel run
+that look is put off and merged with later ones (``nan_checks``).
 """
 
 from __future__ import annotations
