@@ -95,10 +95,14 @@ class Access:
                 f"op {op}: tensor {self.arg.name} has no HBM or LX allocation ({self.arg.allocation})"
             )
         self.memory = memories[self.kind]
+        self.move(shift)
+
+    def move(self, shift: int) -> None:
+        """A new loop offset (bytes) for the bound run."""
         if self.base % self.width or shift % self.width:
             raise DeviceMemoryError(
-                f"op {op}: tensor {self.arg.name} allocation {self.base} (+ loop offset {shift}) "
-                f"is not aligned to its {self.width}-byte elements"
+                f"op {self.op}: tensor {self.arg.name} allocation {self.base} (+ loop offset "
+                f"{shift}) is not aligned to its {self.width}-byte elements"
             )
         #: loop offset in elements (counted loops move the tile inside the allocation)
         self.shift = shift // self.width

@@ -45,7 +45,7 @@ from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.program.op_spec import OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 
-__all__ = ["CHUNK_ELEMENTS", "run_op_spec"]
+__all__ = ["CHUNK_ELEMENTS", "bound_program", "run_op_spec"]
 
 #: Most iteration points evaluated at once.
 CHUNK_ELEMENTS = 1 << 20
@@ -102,6 +102,7 @@ class _Program:
             (i for i, e in enumerate(self.program) if e["op"] == "reduction"), None)
         self.reduction = None if self.reduction_at is None else self.program[self.reduction_at]
         self._cacheable = self._loads_to_cache()
+        self._cacheable_at = {tuple(shifts): self._cacheable}
         self.splits = self._splits(self.out)
         self._loaded: dict[int, tuple[tuple, torch.Tensor]] = {}
         #: a matmul's operands' output symbols (None: not a matmul, or not known)
@@ -114,6 +115,7 @@ class _Program:
         #: one exact op of half loads stored in their dtype: computed natively (native_half)
         self.native = native_half.prepare(self.program, self.store, self.accesses, self.reduction)
         self._blocks: tuple[int, list] | None = None
+        self._facts: tuple | None = None
 
     def bind(self, where: str, memories: dict[str, DeviceMemory], shifts: list[int] | None) -> None:
         """Re-point a compiled program at a new run (``compiled``): only the kernel
@@ -123,6 +125,21 @@ class _Program:
         for access, shift in zip(self.accesses, shifts):
             access.bind(self.name, memories, shift)
         self._cacheable = self._loads_to_cache()
+        #: loop offsets -> ``_loads_to_cache`` while bound to these memories
+        self._cacheable_at = {tuple(shifts): self._cacheable}
+        self._loaded = {}
+
+    def move(self, shifts: list[int]) -> None:
+        """The next iteration of a counted loop in the same kernel run: the kernel
+        name and the memories stay bound, only the loop offsets move (each checked
+        for alignment as ``bind`` does); per-run state is reset."""
+        for access, shift in zip(self.accesses, shifts):
+            access.move(shift)
+        key = tuple(shifts)
+        cacheable = self._cacheable_at.get(key)
+        if cacheable is None:
+            cacheable = self._cacheable_at[key] = self._loads_to_cache()
+        self._cacheable = cacheable
         self._loaded = {}
 
     def release(self) -> None:
@@ -368,7 +385,8 @@ class _Program:
             return {}
         return self.red_splits
 
-    def run(self) -> None:
+    def _run_facts(self) -> tuple:
+        """What ``run`` derives from the spec alone (kept with the compiled program)."""
         names = [n for n, _ in self.out]
         ranges = [r for _, r in self.out]
         r_total = math.prod(r for _, r in self.red) if self.reduction else 1
@@ -377,12 +395,25 @@ class _Program:
         store_access = self.accesses[self.store["arg"]]
         store_dtype = dtypes.host_dtype(self.store["dtype"])
         storage = dtypes.storage_dtype(store_access.arg.device_dtype, store_dtype)
-        budget = max(1, CHUNK_ELEMENTS // r_total)
+        return names, ranges, r_total, store_access, store_dtype, storage
+
+    def run(self, deferred: native_half.Deferred | None = None) -> None:
+        """Run every block (``deferred``: a kernel run's NaN checks put off so far;
+        anything but a native store that covers them checks them first)."""
+        facts = self._facts
+        if facts is None:
+            facts = self._facts = self._run_facts()
+        names, ranges, r_total, store_access, store_dtype, storage = facts
+        budget = max(1, CHUNK_ELEMENTS // r_total)  # read per run: tests lower the bound
         if self._blocks is None or self._blocks[0] != budget:
-            self._blocks = (budget, list(blocks(ranges, budget)))  # the spec's and budget's alone
+            # the spec's and budget's alone; tuples: a block keys its native views
+            self._blocks = (budget, [tuple(b) for b in blocks(ranges, budget)])
+        native = self.native
         for block in self._blocks[1]:
-            if self.native is not None and self.native.store_block(self, block):
+            if native is not None and native.store_block(self, block, deferred):
                 continue
+            if deferred is not None and deferred.stores:
+                deferred.flush()
             shape = _Space.dims(names, block, self.splits)
             space = _Space(len(shape)).add(names, block, self.splits)
             if self.reduction is None:
@@ -491,7 +522,8 @@ class _Program:
 
 def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
                 shifts: list[int] | None = None, lx: DeviceMemory | None = None,
-                checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None) -> None:
+                checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None,
+                deferred: native_half.Deferred | None = None) -> None:
     """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel).
 
     ``shifts``: per arg, the byte offset a counted loop applies this iteration
@@ -500,7 +532,22 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
     ``checked``: the programs whose specs were fingerprinted earlier in this same
     kernel run (``loops.run_items``); nothing edits a spec while its kernel runs, so
     a later iteration of a counted loop reuses the program without a fingerprint.
+    ``deferred``: the kernel run's NaN checks put off so far (``native_half.Deferred``).
     """
+    program = bound_program(spec, memory, where, shifts, lx, checked)
+    try:
+        program.run(deferred)
+    finally:
+        program.release()
+
+
+def bound_program(spec: OpSpec, memory: DeviceMemory, where: str = "",
+                  shifts: list[int] | None = None, lx: DeviceMemory | None = None,
+                  checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None
+                  ) -> _Program:
+    """The spec's compiled program bound to this run (``run_op_spec``'s arguments);
+    the caller runs it and releases it.  A counted loop keeps it bound for the
+    kernel run and only moves its offsets per iteration (``_Program.move``)."""
     memories = {"hbm": memory}
     if lx is not None:
         memories["lx"] = lx
@@ -520,7 +567,4 @@ def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
             program.bind(where, memories, shifts)
         if checked is not None:
             checked[(id(spec), count)] = (spec, program)
-    try:
-        program.run()
-    finally:
-        program.release()
+    return program

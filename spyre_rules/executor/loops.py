@@ -31,8 +31,9 @@ from spyre_rules.codegen.loops import (
     shifted_symbols,
 )
 from spyre_rules.errors import SpyreRulesError
-from spyre_rules.executor.evaluate import run_op_spec
+from spyre_rules.executor.evaluate import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
+from spyre_rules.executor.native_half import Deferred
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
@@ -73,26 +74,49 @@ def _level_strides(spec: OpSpec, depth: int) -> list[list[int]]:
 def run_items(items: list[Any], memory: DeviceMemory, where: str,
               lx: DeviceMemory | None = None) -> None:
     """Run a kernel's tree once.  Nothing edits an OpSpec while its kernel runs, so
-    each spec is fingerprinted (``compiled``) and its level strides derived once per
-    kernel run, not once per loop iteration."""
-    _run(items, memory, where, lx, (), {}, {})
+    each spec is fingerprinted (``compiled``), bound to the run's memories and its
+    level strides derived once per kernel run; a later loop iteration only moves
+    the program's offsets (``_Program.move``).  The programs are released when the
+    run ends, however it ends."""
+    bound: dict[tuple[int, int], tuple[OpSpec, Any]] = {}
+    deferred = Deferred()
+    try:
+        _run(items, memory, where, lx, (), {}, {}, bound, deferred)
+    finally:
+        try:
+            deferred.flush()  # the kernel's stores are checked before anyone reads them
+        finally:
+            for _, program in bound.values():
+                program.release()
 
 
 def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | None,
-         iteration: tuple[int, ...], checked: dict, strides: dict) -> None:
+         iteration: tuple[int, ...], checked: dict, strides: dict, bound: dict,
+         deferred: Deferred) -> None:
     for item in items:
         if isinstance(item, LoopSpec):
             for i in range(int(item.count)):
-                _run(item.body, memory, where, lx, iteration + (i,), checked, strides)
+                _run(item.body, memory, where, lx, iteration + (i,), checked, strides, bound,
+                     deferred)
             continue
-        shifts = None
-        if iteration:
-            hit = strides.get((id(item), len(iteration)))
-            if hit is None or hit[0] is not item:
-                hit = strides[(id(item), len(iteration))] = (
-                    item, _level_strides(item, len(iteration)))
+        if not iteration:
+            run_op_spec(item, memory, where, lx=lx, checked=checked, deferred=deferred)
+            continue
+        key = (id(item), len(iteration))
+        hit = strides.get(key)
+        if hit is None or hit[0] is not item:
+            hit = strides[key] = (item, _level_strides(item, len(iteration)))
+        if len(iteration) == 1:
+            i = iteration[0]
+            shifts = [i * level[0] for level in hit[1]]
+        else:
             shifts = [sum(i * s for i, s in zip(iteration, level)) for level in hit[1]]
-        run_op_spec(item, memory, where, shifts=shifts, lx=lx, checked=checked)
+        program = bound.get(key)
+        if program is not None and program[0] is item:
+            program[1].move(shifts)
+        else:
+            program = bound[key] = (item, bound_program(item, memory, where, shifts, lx, checked))
+        program[1].run(deferred)
 
 
 def _iterations(counts: tuple[int, ...]) -> list[tuple[int, ...]]:

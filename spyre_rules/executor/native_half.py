@@ -28,7 +28,7 @@ import torch
 from spyre_rules.executor import dtypes, scratch, views
 from spyre_rules.executor.space import Space
 
-__all__ = ["NATIVE", "NativeHalf", "counts", "prepare"]
+__all__ = ["NATIVE", "Deferred", "NativeHalf", "counts", "prepare"]
 
 #: blocks stored natively, and those of them whose NaNs were made canonical (tests
 #: prove which route ran)
@@ -50,9 +50,9 @@ _HALF = (torch.float16, torch.bfloat16)
 
 class _View:
     """One access's strided view of a block, from the spec and the block alone; a run
-    adds its base (allocation + loop offset) and checks its bounds (``Access.view_plan``)."""
+    adds its loop offset and checks its bounds (``Access.view_plan``)."""
 
-    __slots__ = ("access", "sizes", "strides", "offset", "low", "high", "inside")
+    __slots__ = ("access", "sizes", "strides", "offset", "low", "high", "inside", "start")
 
     def __init__(self, access: Any, plan: views.Plan) -> None:
         self.access = access
@@ -64,6 +64,8 @@ class _View:
         self.high = sum(c * s for c, s in zip(plan.high, strides))
         self.inside = all(lo >= 0 and hi < int(size) for lo, hi, size
                           in zip(plan.low, plan.high, access.arg.device_size))
+        #: the view's first element with no loop offset (the allocation is the arg's)
+        self.start = access.base // access.width + self.offset
 
     def at_run(self, dtype: torch.dtype) -> torch.Tensor | None:
         """This run's view, or None when any point is off limits (the usual route then
@@ -72,8 +74,7 @@ class _View:
         shift = access.shift
         if not self.inside or shift + self.low < access.low_limit or shift + self.high >= access.limit:
             return None
-        return access.memory.strided(dtype, self.sizes, self.strides,
-                                     access.base // access.width + shift + self.offset)
+        return access.memory.strided(dtype, self.sizes, self.strides, self.start + shift)
 
 
 class _Block:
@@ -106,6 +107,37 @@ def _memory_order(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tup
 _MISSING = object()
 
 
+class Deferred:
+    """The NaN checks a kernel run has put off (``loops.run_items``): native stores not
+    yet checked, oldest first, each read whole and point for point by the next
+    (``NativeHalf.store_block`` certifies that, else it flushes first).  Every op in
+    ``NATIVE`` makes a NaN of any operand a NaN of its result at the same point, so
+    a NaN in any of them is a NaN of the last: one check of the last store covers
+    the chain.  Whatever else runs flushes first, so nothing but such an op ever
+    reads a NaN that is not canonical yet, and such an op's result does not depend
+    on NaN bits except in its NaNs, which are made canonical too.  A later store of
+    the chain may overwrite an earlier one; making the NaNs of that range canonical
+    again only touches bytes the chain's own checks cover."""
+
+    __slots__ = ("stores",)
+
+    def __init__(self) -> None:
+        #: (store view, its contiguous runs: the NaN check's operand)
+        self.stores: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def flush(self) -> None:
+        """Check the chain now: any NaN in it makes every stored NaN canonical."""
+        if self.stores and dtypes.has_nan(self.stores[-1][1]):
+            self.canonicalise()
+        self.stores.clear()
+
+    def canonicalise(self) -> None:
+        for view, _ in self.stores:
+            dtypes.canonical_nans_(view)
+        counts["canonical"] += 1
+        self.stores.clear()
+
+
 class NativeHalf:
     """What a program's native half store needs from its spec alone (``prepare``), and
     per block of its iteration space the views (``_Block``), made on first use."""
@@ -121,17 +153,17 @@ class NativeHalf:
         self.slot = slot
         self._blocks: dict[tuple, _Block | None] = {}
 
-    def store_block(self, program: Any, block: list[tuple[int, int]]) -> bool:
+    def store_block(self, program: Any, block: tuple, deferred: Deferred | None = None) -> bool:
         """Compute and store one block natively; False (nothing written that the
-        float32 route does not overwrite) when a view is missing or a NaN came out."""
+        float32 route does not overwrite) when a view is missing or off limits.
+        ``deferred``: the kernel run's NaN checks put off so far (``Deferred``)."""
         if views.FORCE_GENERAL:
             return False
-        key = tuple(block)
-        geometry = self._blocks.get(key, _MISSING)
+        geometry = self._blocks.get(block, _MISSING)
         if geometry is _MISSING:
             if len(self._blocks) >= 256:
                 self._blocks.clear()
-            geometry = self._blocks[key] = self._geometry(program, block)
+            geometry = self._blocks[block] = self._geometry(program, block)
         if geometry is None:
             return False
         dtype = self.dtype
@@ -144,24 +176,37 @@ class NativeHalf:
         target = geometry.target.at_run(dtype)
         if target is None:
             return False
-        # a store that may overwrite a load computes aside: a NaN needs the loads again
+        certified = False
+        if deferred is not None and deferred.stores:
+            head = deferred.stores[-1][0]
+            # the op reads the last unchecked store whole, point for point: a NaN there
+            # is a NaN of this op's result at the same point, which its check sees
+            certified = any(t is head for t in ins) and head.shape == target.shape
+            if not certified:
+                deferred.flush()
+        # a store that may overlap a load computes aside (torch refuses overlapping out=)
         cacheable = program._cacheable
-        store_arg = program.store["arg"]
-        aside = store_arg in cacheable or len(cacheable) != len(program.accesses) - 1
+        aside = program.store["arg"] in cacheable or len(cacheable) != len(program.accesses) - 1
         out = scratch.buffer(("native", self.slot), geometry.shape, dtype) if aside else target
         self.fn(*ins, out=out)
+        counts["native"] += 1
         if aside:
-            runs = out.view(-1)
-        else:
-            sizes, strides = geometry.check
-            runs = geometry.target.access.memory.strided(dtype, sizes, strides,
-                                                         target.storage_offset())
-        if dtypes.has_nan(runs):
+            if dtypes.has_nan(out.view(-1)):
+                dtypes.canonical_nans_(out)
+                counts["canonical"] += 1
+                if certified:
+                    deferred.canonicalise()
+            elif certified:
+                deferred.stores.clear()  # none of them held a NaN
+            target.copy_(out)
+            return True
+        sizes, strides = geometry.check
+        runs = geometry.target.access.memory.strided(dtype, sizes, strides, target.storage_offset())
+        if deferred is not None:
+            deferred.stores.append((target, runs))
+        elif dtypes.has_nan(runs):
             dtypes.canonical_nans_(out)
             counts["canonical"] += 1
-        if aside:
-            target.copy_(out)
-        counts["native"] += 1
         return True
 
     def _geometry(self, program: Any, block: list[tuple[int, int]]) -> _Block | None:
