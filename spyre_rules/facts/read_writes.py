@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
-from unittest.mock import patch
 
 import sympy
 import torch.utils._pytree as pytree
@@ -37,6 +36,7 @@ __all__ = ["read_writes"]
 _TRACED = (ir.Reduction, ir.Pointwise)
 _EMPTY = (ir.Reduction, ir.Scan, ir.Sort, ir.Pointwise)  # Inductor: anything else reads nothing
 _INDUCTOR_READ_WRITES = ir.ComputedBuffer.get_read_writes
+_ABSENT = object()
 
 
 class _Recorder(_RecordLoadStoreInner):
@@ -94,7 +94,12 @@ def read_writes(op: Any) -> ReadWrites:
         # Scans and sorts: Inductor lowers them only for backends with those
         # features (not on CPU), so the tests cannot compare them; ask Inductor.
         return op.get_read_writes()
-    with patch.object(ir.FlexibleLayout, "allow_indexing", True):
+    # Inductor's ``patch.object(FlexibleLayout, "allow_indexing", True)``, without
+    # unittest.mock's bookkeeping (it restores the class's own attribute, or removes it).
+    layout_class = ir.FlexibleLayout
+    saved = layout_class.__dict__.get("allow_indexing", _ABSENT)
+    layout_class.allow_indexing = True
+    try:
         store = op.get_store_function()  # before the sizes, as Inductor does
         if data.get_reduction_type():
             sizes = (data.get_pointwise_size(), data.get_reduction_size())
@@ -104,6 +109,11 @@ def read_writes(op: Any) -> ReadWrites:
         handler = _Numbering(var_ranges)
         with V.set_ops_handler(handler):
             store(*args)
+    finally:
+        if saved is _ABSENT:
+            del layout_class.allow_indexing
+        else:
+            layout_class.allow_indexing = saved
     recorded = handler.parent_handler
     return ReadWrites(
         OrderedSet(recorded._reads), OrderedSet(recorded._writes), recorded._index_exprs,

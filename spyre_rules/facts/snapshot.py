@@ -47,7 +47,7 @@ from spyre_rules.facts.per_tile import (
     split_by_symbol,
 )
 from spyre_rules.facts.read_writes import read_writes
-from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, tiling_key
+from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, by_str, tiling_key
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.facts.translation import first_untranslated
@@ -287,7 +287,7 @@ class OpFacts:
             coords = []
         loop = set(write.ranges)
         for dim, coord in enumerate(coords):
-            for sym in sorted(coord.free_symbols & loop, key=str):
+            for sym in sorted(coord.free_symbols & loop, key=by_str):
                 out.setdefault(sym, dim)
         positions = self.position_vars or []
         for sym in write.ranges:
