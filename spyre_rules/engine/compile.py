@@ -27,6 +27,7 @@ from spyre_rules.lang.builtins import BUILTINS, Builtin, BuiltinError
 from spyre_rules.lang.consts import UNITS
 from spyre_rules.lang.resolved import ConfigValue, ConstRef, GeneratorRef, Placeholder, Resolution
 from spyre_rules.lang.templates import is_reserved_name
+from spyre_rules.engine.invariant import env_cached, fixed_ref, worth_keeping
 from spyre_rules.engine.values import NamesSoFar, as_set, iteration_order, render
 
 __all__ = ["CTX", "BASE", "EvalError", "Lazy", "ExprCompiler", "read_field"]
@@ -134,6 +135,11 @@ def _builtin_call(builtin: Builtin, args: list[Fn], span: A.Span) -> Fn:
     return call
 
 
+def _is_context_builtin(name: str) -> bool:
+    builtin = BUILTINS.get(name)
+    return builtin is not None and builtin.context
+
+
 class ExprCompiler:
     """Compiles expressions of one checked policy.
 
@@ -151,6 +157,7 @@ class ExprCompiler:
         self.generator_ref = generator_ref
         # section lets: slot -> (value, shared), defined before any name reads them
         self.lets: dict[int, tuple[Fn, bool]] = {}
+        self._keeping = True  # see expr
 
     def define_let(self, ident: A.Ident, fn: Fn, shared: bool) -> None:
         self.lets[self.resolution.binding(ident).slot] = (fn, shared)
@@ -180,7 +187,18 @@ class ExprCompiler:
 
     # -------------------------------------------------------- expressions
     def expr(self, e: A.Expr) -> Fn:
+        if self._keeping and worth_keeping(e, self._fixed_name, _is_context_builtin):
+            # fixed for the env: evaluated once per env (engine/invariant.py); its
+            # parts need no keeping of their own
+            self._keeping = False
+            try:
+                return env_cached(getattr(self, "c_" + type(e).__name__)(e))
+            finally:
+                self._keeping = True
         return getattr(self, "c_" + type(e).__name__)(e)
+
+    def _fixed_name(self, e: A.Name) -> bool:
+        return fixed_ref(self.resolution.name(e), lambda slot: self.lets.get(slot, (None, False))[1])
 
     def c_Num(self, e: A.Num) -> Fn:
         value = e.digits * (UNITS[e.unit.name] if e.unit is not None else 1)

@@ -33,6 +33,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.facts.memo import structural
+from spyre_rules.facts.records import by_str
 
 __all__ = ["plan_problems"]
 
@@ -90,7 +91,7 @@ def _check_values(device_size: tuple, coords: tuple, range_items: tuple, itemsiz
     ranges, steps = dict(range_items), dict(step_items)
     for d, coord in enumerate(coords[:-1]):
         coord = sympy.sympify(coord)
-        syms = sorted((s for s in coord.free_symbols if s in ranges), key=str)
+        syms = sorted((s for s in coord.free_symbols if s in ranges), key=by_str)
         if not syms:
             continue
         own = {s: ranges[s] for s in syms}

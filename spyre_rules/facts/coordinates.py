@@ -41,6 +41,7 @@ import sympy
 
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.records import as_int as _as_int
+from spyre_rules.facts.records import by_str
 
 __all__ = [
     "access_coordinates",
@@ -195,7 +196,7 @@ def _terms(
     back: dict[sympy.Symbol, sympy.Symbol] = {}
     ranges: dict[sympy.Symbol, int] = {}
     zeros: dict[sympy.Symbol, sympy.Integer] = {}
-    for sym in sorted(expr.free_symbols, key=str):
+    for sym in sorted(expr.free_symbols, key=by_str):
         if sym not in var_ranges:
             continue  # not a loop var: its pieces are skipped below
         rng = _as_int(var_ranges[sym])

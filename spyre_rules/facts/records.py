@@ -20,7 +20,7 @@ import sympy
 
 from spyre_rules.errors import SpyreRulesError
 
-__all__ = ["Coord", "FactError", "HostCoord", "Read", "TilingKey", "as_int", "tiling_key"]
+__all__ = ["Coord", "FactError", "HostCoord", "Read", "TilingKey", "as_int", "by_str", "tiling_key"]
 
 
 class FactError(SpyreRulesError, ValueError):
@@ -112,6 +112,14 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, sympy.Expr) and value.is_Integer:
         return int(value)
     return None
+
+
+def by_str(value: Any) -> str:
+    """``str(value)``, the sort key of symbols; a plain Symbol's str is its name, read
+    without sympy's printer (which costs more than the sort it keys)."""
+    if type(value) is sympy.Symbol:
+        return value.name
+    return str(value)
 
 
 def tiling_key(tiling: Any) -> TilingKey:

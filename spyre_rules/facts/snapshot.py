@@ -46,7 +46,8 @@ from spyre_rules.facts.per_tile import (
     per_tile_output,
     split_by_symbol,
 )
-from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, tiling_key
+from spyre_rules.facts.read_writes import read_writes
+from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, by_str, tiling_key
 from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.facts.translation import first_untranslated
@@ -207,7 +208,7 @@ class OpFacts:
             graph = self.graph
             try:
                 with self._graph_ctx():
-                    self._rw = self.op.get_read_writes()
+                    self._rw = read_writes(self.op)
             except Exception as exc:  # noqa: BLE001 - any failure means "no dependency facts"
                 error = f"{type(exc).__name__}: {exc}"
                 if graph is None:  # no V.graph yet: answer "unknown" now, retry later
@@ -286,7 +287,7 @@ class OpFacts:
             coords = []
         loop = set(write.ranges)
         for dim, coord in enumerate(coords):
-            for sym in sorted(coord.free_symbols & loop, key=str):
+            for sym in sorted(coord.free_symbols & loop, key=by_str):
                 out.setdefault(sym, dim)
         positions = self.position_vars or []
         for sym in write.ranges:

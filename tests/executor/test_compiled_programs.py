@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
+from both_paths import both_path_memories
 
 from spyre_rules.executor import DeviceMemory, compiled, run_op_spec, scratch, stickify, views
 from spyre_rules.executor import evaluate as evaluate_module
@@ -169,17 +170,10 @@ def _special(rows, cols, seed):
     return x
 
 
-def _run_norm(spec, lx, lr, x, mean, general, monkeypatch=None):
-    total = lx.size_in_bytes + 2 * lr.size_in_bytes
-    memory = DeviceMemory(total)
-    memory.write_bytes(0, stickify(x, lx).reshape(-1).view(torch.uint8))
-    memory.write_bytes(lx.size_in_bytes, stickify(mean, lr).reshape(-1).view(torch.uint8))
-    views.FORCE_GENERAL = general
-    try:
-        run_op_spec(spec, memory)
-    finally:
-        views.FORCE_GENERAL = False
-    return memory.read_bytes(0, total).clone()
+def _norm_memories(spec, lx, lr, x, mean):
+    """General-path and structured-path bytes of ``_norm_spec`` run on ``x`` and ``mean``."""
+    return both_path_memories(spec, lx.size_in_bytes + 2 * lr.size_in_bytes,
+                              [(0, x, lx), (lx.size_in_bytes, mean, lr)])
 
 
 @pytest.mark.parametrize("rows, cols", [(64, 1024), (40, 150), (1, 4096)])
@@ -190,14 +184,13 @@ def test_reduction_over_exact_ops_of_views_is_bit_identical(rows, cols, monkeypa
     x, mean = _special(rows, cols, 6), _data(rows, 1, 7).reshape(rows) * 1e2
     prog = evaluate_module._Program(spec, "", {"hbm": DeviceMemory(1 << 22)})
     assert prog.direct_loads == {0, 1}
-    structured = _run_norm(spec, lx, lr, x, mean, general=False)
-    general = _run_norm(spec, lx, lr, x, mean, general=True)
+    general, structured = _norm_memories(spec, lx, lr, x, mean)
     monkeypatch.setattr(scratch, "compute_exact", lambda *a: None)
     monkeypatch.setattr(evaluate_module._Program, "_direct_loads",
                         lambda self: set() if self.reduction is not None else
                         {i for i, e in enumerate(self.program) if e["op"] == "load"})
     compiled.clear()
-    old = _run_norm(spec, lx, lr, x, mean, general=False)
+    old = _norm_memories(spec, lx, lr, x, mean)[1]
     compiled.clear()
     assert torch.equal(structured, general)
     assert torch.equal(structured, old)
@@ -253,17 +246,7 @@ def test_half_precision_store_rounds_like_to():
                   {"program": program, "store": {"arg": 2, "value": 2, "dtype": "float16"},
                    "reduction_symbols": []})
     x, y = (_special(8, 128, s).half() for s in (12, 13))
-    results = []
-    for general in (True, False):
-        memory = DeviceMemory(3 * size)
-        for i, t in enumerate((x, y)):
-            memory.write_bytes(i * size, stickify(t, layout).reshape(-1).view(torch.uint8))
-        views.FORCE_GENERAL = general
-        try:
-            run_op_spec(spec, memory)
-        finally:
-            views.FORCE_GENERAL = False
-        results.append(memory.read_bytes(0, 3 * size).clone())
+    results = both_path_memories(spec, 3 * size, [(0, x, layout), (size, y, layout)])
     assert torch.equal(results[0], results[1])
     out = results[1][2 * size:].view(torch.float16)
     expected = stickify((x.float() * y.float()).half(), layout).reshape(-1)
@@ -305,18 +288,10 @@ def _unary_runs(spec, layout, size, x, monkeypatch):
     """The bytes of the structured path, the general path, and the structured path
     with no op computed into the store's view."""
     runs = {}
-    for name, general, into in [("into", False, True), ("general", True, False),
-                                ("fresh", False, False)]:
-        if not into:
-            monkeypatch.setattr(evaluate_module, "_LIKE_OPS", {})
-        memory = _memory(layout, size, [x], 2 * size)
-        views.FORCE_GENERAL = general
-        try:
-            run_op_spec(spec, memory)
-        finally:
-            views.FORCE_GENERAL = False
-        runs[name] = memory.read_bytes(0, 2 * size).clone()
-        monkeypatch.undo()
+    runs["general"], runs["into"] = both_path_memories(spec, 2 * size, [(0, x, layout)])
+    monkeypatch.setattr(evaluate_module, "_LIKE_OPS", {})
+    runs["fresh"] = both_path_memories(spec, 2 * size, [(0, x, layout)])[1]
+    monkeypatch.undo()
     return runs
 
 

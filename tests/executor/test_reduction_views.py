@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import sympy
 import torch
+from both_paths import both_path_memories
 
-from spyre_rules.executor import DeviceMemory, dtypes, run_op_spec, stickify, unstickify, views
+from spyre_rules.executor import DeviceMemory, dtypes, unstickify
 from spyre_rules.executor import evaluate as evaluate_module
 from spyre_rules.layout import generic_stick_layout
 from spyre_rules.program.op_spec import OpSpec, TensorArg
@@ -57,17 +58,15 @@ def _row_reduction(rows, width, kind, centred=False):
     return spec, (lx, lr, lo), (x_at, m_at, out_at)
 
 
-def _run(spec, layouts, addresses, x, m, general):
+def _both(spec, layouts, addresses, x, m):
+    """Memory bytes after the general path and after the structured path (equal, or
+    the test fails here)."""
     lx, lr, lo = layouts
-    memory = DeviceMemory(addresses[2] + lo.size_in_bytes)
-    memory.write_bytes(addresses[0], stickify(x, lx).reshape(-1).view(torch.uint8))
-    memory.write_bytes(addresses[1], stickify(m, lr).reshape(-1).view(torch.uint8))
-    views.FORCE_GENERAL = general
-    try:
-        run_op_spec(spec, memory)
-    finally:
-        views.FORCE_GENERAL = False
-    return memory
+    general, structured = both_path_memories(
+        spec, addresses[2] + lo.size_in_bytes,
+        [(addresses[0], x, lx), (addresses[1], m, lr)])
+    assert torch.equal(general, structured)
+    return structured
 
 
 def _eager(kind, v):
@@ -88,9 +87,9 @@ def _eager(kind, v):
     raise AssertionError(kind)
 
 
-def _host_out(memory, layouts, addresses, rows, dtype):
+def _host_out(memory_bytes, layouts, addresses, rows, dtype):
     lo = layouts[2]
-    raw = memory.read_bytes(addresses[2], lo.size_in_bytes)
+    raw = memory_bytes[addresses[2]:addresses[2] + lo.size_in_bytes]
     storage = dtypes.storage_dtype(lo.device_dtype, dtype)
     return unstickify(raw.view(storage), lo, [rows], dtype=dtype)
 
@@ -106,12 +105,9 @@ def test_split_reduction_matches_general_path_and_eager(kind, centred, shape):
     x[0, 5] = 0.0  # any(): a false lane; argmax/min ties and zeros
     m = torch.randn(rows, generator=gen)
     spec, layouts, addresses = _row_reduction(rows, width, kind, centred)
-    general = _run(spec, layouts, addresses, x, m, True)
-    structured = _run(spec, layouts, addresses, x, m, False)
-    assert torch.equal(general.read_bytes(0, general.total_bytes),
-                       structured.read_bytes(0, structured.total_bytes))
+    structured = _both(spec, layouts, addresses, x, m)
     if kind == "welford_reduce":
-        return  # no single eager op; both paths agree byte for byte above
+        return  # no single eager op; both paths agree byte for byte (_both)
     value = (x - m[:, None]).square() if centred else x
     expected = _eager(kind, value)
     got = _host_out(structured, layouts, addresses, rows, expected.dtype)
@@ -144,10 +140,7 @@ def test_long_reduction_is_not_split(monkeypatch):
     assert prog.red_splits == {"c1": 32} and prog._reduction_splits() == {}
     x = torch.randn(3, 128, generator=torch.Generator().manual_seed(7))
     m = torch.zeros(3)
-    general = _run(spec, layouts, addresses, x, m, True)
-    structured = _run(spec, layouts, addresses, x, m, False)
-    assert torch.equal(general.read_bytes(0, general.total_bytes),
-                       structured.read_bytes(0, structured.total_bytes))
+    _both(spec, layouts, addresses, x, m)
 
 
 # ---- max / min read from the strided view, checked afterwards (executor/extrema.py)
@@ -187,10 +180,7 @@ def test_extremum_of_view_matches_general_path_and_eager(monkeypatch, kind, what
                         lambda *a: taken.append(real(*a)) or taken[-1])
     spec, layouts, addresses = _row_reduction(rows, width, kind)
     m = torch.zeros(rows)
-    general = _run(spec, layouts, addresses, x, m, True)
-    structured = _run(spec, layouts, addresses, x, m, False)
-    assert torch.equal(general.read_bytes(0, general.total_bytes),
-                       structured.read_bytes(0, structured.total_bytes))
+    structured = _both(spec, layouts, addresses, x, m)
     got = _host_out(structured, layouts, addresses, rows, torch.float32)
     assert torch.equal(got.view(torch.int32), _eager(kind, x).view(torch.int32))
     # the view was read; its result is used only when no element can depend on the order
