@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from spyre_rules.executor import (compiled, dtypes, extrema, nan_checks, native_half, reductions, scratch,
-                                  views)
+                                  vector_loops, views)
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
@@ -56,10 +56,11 @@ _CACHE_LIMIT = 1 << 14
 
 #: pointwise ops computed straight into the store's view (``_Program._store_in_place``)
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide}
-#: unary ops computed into the store's view only when operand and view are both contiguous:
-#: torch then iterates exactly as on the general path's contiguous operand and fresh result
+#: unary ops computed into the store's view only when torch then iterates as on the
+#: general path's contiguous operand and fresh result: both views contiguous, or a
+#: float32 load's view of the store's dense layout with no element in a scalar tail
 #: (a transcendental's vectorised and scalar loops differ in the last bit, and which
-#: elements take which loop follows the layout: a strided or permuted view moves them);
+#: elements take which loop follows the layout: ``vector_loops``);
 #: relu is eager's clamp_min(x, 0) (NaN and -0.0 kept), which has an ``out=`` form
 _LIKE_OPS = {name: getattr(torch, name) for name in (
     "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
@@ -471,6 +472,12 @@ class _Program:
         target = views.direct_view(access.memory.view(storage), plan)
         if target is None or list(target.shape) != shape:
             return False
+        if fn is like:
+            operand = self._unary_operand_view(space)
+            if operand is not None and vector_loops.dense_same_layout(operand, target) and \
+                    vector_loops.tail_free(operand.numel()):
+                like(operand, out=target)
+                return True
         values = self._eval(space, stop=len(self.program) - 1)
         ins = [values[i] for i in entry["in"]]
         if not all(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in ins) or \
@@ -485,6 +492,23 @@ class _Program:
             return True
         fn(*ins, out=target)
         return True
+
+    def _unary_operand_view(self, space: _Space) -> torch.Tensor | None:
+        """The operand of a program that is one float32 load and a ``_LIKE_OPS`` op of
+        it, as a strided view of device memory (in bounds: ``view_plan``); None for any
+        other program.  The op may then compute from this view straight into the
+        store's (``vector_loops``: when the bits are the general path's)."""
+        if len(self.program) != 2:
+            return None
+        load = self.program[0]
+        if load["op"] != "load" or load.get("masks") or load["arg"] == self.store["arg"] or \
+                dtypes.host_dtype(load["dtype"]) != torch.float32:
+            return None
+        access = self.accesses[load["arg"]]
+        if dtypes.storage_dtype(access.arg.device_dtype, torch.float32) != torch.float32:
+            return None
+        plan = access.view_plan(space.box, space.rank)
+        return None if plan is None else views.direct_view(access.memory.view(torch.float32), plan)
 
     def _unary_into_buffer(self, like: Any, ins: list[Any], shape: list[int]) -> torch.Tensor | None:
         """A ``_LIKE_OPS`` op of a float32 operand of the block's shape, computed into a
