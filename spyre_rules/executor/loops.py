@@ -31,6 +31,7 @@ from spyre_rules.codegen.loops import (
     shifted_symbols,
 )
 from spyre_rules.errors import SpyreRulesError
+from spyre_rules.executor.batched_loops import run_batched
 from spyre_rules.executor.evaluate import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.nan_checks import Deferred
@@ -54,13 +55,16 @@ def _walk(items: list[Any], counts: tuple[int, ...]) -> Any:
             yield item, counts
 
 
-#: id(OpSpec) -> (spec, depth, the args' coordinates, per-arg level strides): the strides
-#: are sympy work, the same every iteration; re-derived if the spec's args change.
+#: id(OpSpec) -> (spec, depth, the args' coordinates and the tiling, per-arg level
+#: strides): the strides are sympy work, the same every iteration; re-derived if the
+#: spec's args, tiled symbols or steps change.
 _STRIDES: dict[int, tuple[OpSpec, int, tuple, list[list[int]]]] = {}
 
 
 def _level_strides(spec: OpSpec, depth: int) -> list[list[int]]:
-    key = tuple((id(a), tuple(a.device_coordinates)) for a in spec.args)
+    key = (tuple((id(a), tuple(a.device_coordinates)) for a in spec.args),
+           tuple(map(tuple, spec.tiled_symbols)),
+           None if spec.tiled_steps is None else tuple(map(tuple, spec.tiled_steps)))
     hit = _STRIDES.get(id(spec))
     if hit is not None and hit[0] is spec and hit[1] == depth and hit[2] == key:
         return hit[3]
@@ -95,6 +99,9 @@ def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | 
          deferred: Deferred) -> None:
     for item in items:
         if isinstance(item, LoopSpec):
+            if not iteration and run_batched(item, memory, where, lx, checked, deferred,
+                                             lambda spec: _level_strides(spec, 1)):
+                continue
             for i in range(int(item.count)):
                 _run(item.body, memory, where, lx, iteration + (i,), checked, strides, bound,
                      deferred)

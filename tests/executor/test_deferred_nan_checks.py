@@ -26,7 +26,7 @@ import fuzz_paths  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.executor import native_half  # noqa: E402
+from spyre_rules.executor import batched_loops, native_half  # noqa: E402
 
 ROWS, COLS, TILES = 64, 128, 8
 CANONICAL = 0x7E00
@@ -97,16 +97,27 @@ POSITIONS = [(t * ROWS // TILES + r, col) for t in range(TILES)
              for r, col in ((0, 0), (ROWS // TILES - 1, COLS - 1), (3, 70))]
 
 
+@pytest.fixture(params=["iterations", "batched"])
+def route(request, monkeypatch):
+    """The loop's iterations one by one (NaN checks put off across them: ``Deferred``)
+    or as one batched pass (``batched_loops``, its own chain of checks)."""
+    monkeypatch.setattr(batched_loops, "ENABLED", request.param == "batched")
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["inf - inf in the add", "0 * inf in the mul",
                                   "NaN payload in a", "NaN payload in c"])
 @pytest.mark.parametrize("row, col", POSITIONS)
-def test_a_nan_at_any_point_gives_the_general_paths_bytes(tiled, kind, row, col):
+def test_a_nan_at_any_point_gives_the_general_paths_bytes(tiled, route, kind, row, col):
     program, kernels = tiled
     inputs = _plant(kind, row, col)
     general = fuzz_paths.run_on_path(program, inputs, kernels, True, ())
     start = dict(native_half.counts)
+    batched = batched_loops.counts["batched"]
     structured = fuzz_paths.run_on_path(program, inputs, kernels, False, ())
-    assert native_half.counts["native"] - start["native"] == 2 * TILES  # the native route ran
+    # the native route ran, per tile or once per op over all tiles
+    assert native_half.counts["native"] - start["native"] == (2 * TILES if route == "iterations" else 2)
+    assert batched_loops.counts["batched"] - batched == (route == "batched")
     assert native_half.counts["canonical"] - start["canonical"] == 1  # one chain held the NaN
     assert fuzz_paths.difference(general, structured) is None
     out = structured[0][0][2].view(torch.float16).view(ROWS, COLS)
@@ -115,7 +126,7 @@ def test_a_nan_at_any_point_gives_the_general_paths_bytes(tiled, kind, row, col)
     assert all(_stored_nans_are_canonical(k, m) for k, m in zip(kernels, structured[1]))
 
 
-def test_a_nan_made_in_the_last_tile_is_canonical_in_the_add_buffer(tiled):
+def test_a_nan_made_in_the_last_tile_is_canonical_in_the_add_buffer(tiled, route):
     # the per-tile add buffer keeps the last tile: its NaN was checked only through the mul
     program, kernels = tiled
     structured = fuzz_paths.run_on_path(program, _plant("inf - inf in the add", ROWS - 1, 5),
@@ -124,7 +135,7 @@ def test_a_nan_made_in_the_last_tile_is_canonical_in_the_add_buffer(tiled):
     assert _stored_nans_are_canonical(kernels[0], structured[1][0])
 
 
-def test_many_nans_in_every_tile_give_the_general_paths_bytes(tiled):
+def test_many_nans_in_every_tile_give_the_general_paths_bytes(tiled, route):
     program, kernels = tiled
     a, b, c = _ones(4), _ones(5), _ones(6)
     g = torch.Generator().manual_seed(9)

@@ -269,7 +269,8 @@ def test_only_a_lone_exact_op_of_same_dtype_loads_is_native():
 
 # ---- a compiled tiled program (the bench's (a + b) * c in 8 row tiles)
 
-def test_tiled_half_program_with_nans_is_path_identical_and_native():
+@pytest.mark.parametrize("batched", [False, True], ids=["iterations", "batched"])
+def test_tiled_half_program_with_nans_is_path_identical_and_native(batched, monkeypatch):
     import sys
     from pathlib import Path
 
@@ -281,7 +282,9 @@ def test_tiled_half_program_with_nans_is_path_identical_and_native():
     from tiling_helpers import explicit_groups
 
     from spyre_rules import config
+    from spyre_rules.executor import batched_loops
 
+    monkeypatch.setattr(batched_loops, "ENABLED", batched)
     inputs = [special_bits((256, 256), torch.float16, seed) for seed in (20, 21, 22)]
     inputs[2] = special_bits((256, 256), torch.float16, 22, nan=False)
     torch._dynamo.reset()
@@ -292,7 +295,8 @@ def test_tiled_half_program_with_nans_is_path_identical_and_native():
         kernels = fuzz_paths.kernels_since(before)
         start = dict(native_half.counts)
         program(*inputs)
-        assert native_half.counts["native"] - start["native"] == 16  # 2 ops x 8 tiles
+        # 2 ops x 8 tiles, or 2 ops over all tiles at once
+        assert native_half.counts["native"] - start["native"] == (2 if batched else 16)
         assert native_half.counts["canonical"] > start["canonical"]
         assert fuzz_paths.compare_paths(program, inputs, kernels, (RuntimeError,)) is None
     expected = (inputs[0].float() + inputs[1].float()).half()
