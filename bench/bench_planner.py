@@ -209,6 +209,7 @@ def _summary(results: dict[int, dict]) -> None:
 
 
 def main() -> None:
+    global REPEAT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 1000, 5000])
     parser.add_argument("--max-span-bytes", type=int, default=16384,
@@ -218,7 +219,6 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=REPEAT,
                         help="runs per planning / grouping figure, the fastest kept (default 3)")
     args = parser.parse_args()
-    global REPEAT
     REPEAT = args.repeat
     t0 = time.perf_counter()
     get_policy()
