@@ -8,12 +8,13 @@ per op.  Every collection in that scope was overhead that grew with the graph:
 * full collections traversed the whole heap, the graph included: about 4 s of
   23 s planning CPU at 5,000 ops, and re-traversed a heap that only grows (5-9
   of them at 5,000 ops, 1 at 1,000; measured with ``gc.callbacks``);
-* young collections freed almost nothing -- about 1,800 objects while 1,000 ops
-  plan (1.8 per op) -- but cost 5-7% of planning and grouping CPU (about 160
-  collections per 1,000 ops), each 20% dearer at 5,000 ops than at 1,000: a
-  collection reads the collector header of every object a young object refers
-  to, scattered over a larger heap.  A higher young threshold made it worse
-  (10,000: twice the collection time; the young objects are no longer in cache).
+* young collections freed nothing (planning makes no cyclic garbage since a
+  recorded Unsupported keeps no traceback: ``planner._without_tracebacks``;
+  about 1.8 objects per op before) but cost 4-7% of planning and grouping CPU
+  (about 160 collections per 1,000 ops), each 20% dearer at 5,000 ops than at
+  1,000: a collection reads the collector header of every object a young
+  object refers to, scattered over a larger heap.  A higher young threshold made
+  it worse (10,000: twice the collection time; the young objects left the cache).
 
 So for the outermost scope only:
 
@@ -23,8 +24,8 @@ So for the outermost scope only:
 * at the end, ``gc.freeze()`` then ``gc.unfreeze()`` put everything -- the objects
   that existed and those made in the scope -- into the oldest generation, both
   splices, and collection is on again.  Nothing made in the scope is traversed
-  on its way there; the next full collection sees it, and frees the few cycles
-  the scope left behind.
+  on its way there; the next full collection sees it (and would free any cycle
+  the scope left behind).
 
 Nothing is freed that would not have been, only later.  Results cannot depend
 on it: the identity memo holds every object it keys by ``id`` (facts/memo.py).
