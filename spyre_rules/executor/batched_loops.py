@@ -56,10 +56,10 @@ ENABLED = True
 #: loops run as batched passes (tests prove which route ran)
 counts = {"batched": 0}
 
-#: most bytes of one operand's tiles in one batched pass: the iterations of a pass
-#: share each op, and an op's operands and result should stay in cache for the next
-#: op of the body, as one iteration's tiles do (0: every iteration in one pass)
-GROUP_BYTES = 256 << 10
+#: most bytes of one operand's tiles in one batched pass: a pass's result should
+#: still be in the last-level cache when the next body op reads it (0: every
+#: iteration in one pass)
+GROUP_BYTES = 4 << 20
 
 #: program entries a batched body op may hold besides its loads
 _VALUES = {"constant", *scratch.EXACT}
@@ -117,7 +117,7 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
             return False
         group = min(count, _group(ops) if GROUP_BYTES else count)
         if group < 2:
-            return False  # tiles this large: per-iteration Python is small beside the ops
+            return False  # a tile this large: per-iteration Python is small beside the ops
         if deferred.chains:
             deferred.flush()  # earlier stores are checked before the pass reads them
         _run(ops, count, group)
@@ -223,7 +223,7 @@ def _float_route(program: Any) -> bool:
 
 def _group(ops: list[_Op]) -> int:
     """Iterations per batched pass: as many as keep each operand's tiles within
-    ``GROUP_BYTES`` (the iterations' own tiles stay in cache between ops)."""
+    ``GROUP_BYTES`` (a pass's result stays in cache for the next op)."""
     largest = max(math.prod(t.view.sizes) * t.view.access.width
                   for op in ops for t in op.tiles.values())
     return max(1, GROUP_BYTES // max(largest, 1))
