@@ -74,6 +74,9 @@ class _Tile:
     view: Any  # native_half._View: sizes, strides, start, low, high
     step: int  # elements per iteration
     write: bool
+    #: the view's sizes and strides in the block's rank (a load of one point has none)
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
     scratch_of: tuple[int, int] | None = None  # (op, arg) of the per-tile store it reads
 
     def byte_range(self, count: int) -> tuple[int, int]:
@@ -205,7 +208,12 @@ def _op(spec: OpSpec, program: Any, count: int, strides: list[list[int]]) -> _Op
                     shift + view.high >= access.limit:
                 return None
         storage = dtypes.storage_dtype(access.arg.device_dtype, dtypes.host_dtype(dtype))
-        tiles[key] = _Tile(arg, storage, view, step, write)
+        sizes, view_strides = view.sizes, view.strides
+        if not sizes:  # one point, broadcast over the block
+            sizes, view_strides = (1,) * len(shape), (0,) * len(shape)
+        if len(sizes) != len(shape):
+            return None
+        tiles[key] = _Tile(arg, storage, view, step, write, sizes, view_strides)
     return _Op(program, shape, tiles)
 
 
@@ -236,7 +244,7 @@ def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
     if key is not None:
         return scratches[key]
     view = tile.view
-    return view.access.memory.strided(tile.dtype, (n, *view.sizes), (tile.step, *view.strides),
+    return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
                                       view.start + first * tile.step)
 
 

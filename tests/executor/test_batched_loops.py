@@ -96,6 +96,19 @@ def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dt
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_one_element_operand_broadcasts_over_every_tile(dtype, monkeypatch):
+    # a (1, 1) tensor's load is one point: its view has no axes (fuzz 4412:60)
+    a, b = (_specials((ROWS, COLS), dtype, s) for s in range(2))
+    s = torch.full((1, 1), 3.0, dtype=dtype)
+    program, kernels = _compiled(lambda a, b, s: (a + b) * s, (a, b, s), (0, 1))
+    general, iterations, batched, count = _routes(program, (a, b, s), kernels, monkeypatch)
+    assert count == 1
+    assert fuzz_paths.difference(general, batched) is None
+    assert fuzz_paths.difference(iterations, batched) is None
+    torch._dynamo.reset()
+
+
 def test_tiles_too_large_for_one_pass_run_the_iterations(monkeypatch):
     inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
     program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
