@@ -77,7 +77,7 @@ class _Tile:
     #: the view's sizes and strides in the block's rank (a load of one point has none)
     sizes: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
-    scratch_of: tuple[int, int] | None = None  # (op, arg) of the per-tile store it reads
+    scratch_of: tuple[int, int] | None = None  # (op index, -1): the per-tile store it reads
 
     def byte_range(self, count: int) -> tuple[int, int]:
         """The bytes it touches over all iterations."""
@@ -106,7 +106,8 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
                 level_strides: Callable[[OpSpec], list[list[int]]]) -> bool:
     """Run a depth-1 counted loop as one batched pass; False (nothing run) when it is
     not one whose batched pass provably writes the iterations' bytes."""
-    if views.FORCE_GENERAL or not ENABLED or not all(isinstance(s, OpSpec) for s in loop.body):
+    if views.FORCE_GENERAL or not ENABLED or not loop.body or \
+            not all(isinstance(s, OpSpec) for s in loop.body):
         return False
     count = int(loop.count)
     if count < 2:

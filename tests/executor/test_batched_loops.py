@@ -212,3 +212,16 @@ def test_the_bench_tiles_are_injective():
     assert batched_loops._injective((8, 128, 16, 64), (8192, 64, 65536, 1))
     assert not batched_loops._injective((8, 128, 16, 64), (0, 64, 8192, 1))
     assert batched_loops._injective((128, 16, 64), (64, 8192, 1))
+
+
+def test_an_empty_loop_body_runs_nothing():
+    import sympy
+
+    from spyre_rules.executor import DeviceMemory
+    from spyre_rules.executor.loops import run_items
+
+    memory = DeviceMemory(256)
+    before = batched_loops.counts["batched"]
+    run_items([LoopSpec(sympy.Integer(4), [])], memory, "k")
+    assert batched_loops.counts["batched"] == before
+    assert not bool(memory.read_bytes(0, 256).any())
