@@ -2,7 +2,8 @@
 
 Programs: a three-op pointwise chain, softmax and layer norm on 1024x1024 fp32, a
 GELU MLP (1024x256 -> 1024 -> 256, hidden 1M elements) and a tiled program (the
-``(a + b) * c`` chain on 1024x1024 fp16 split into 8 row tiles: one LoopSpec).
+``(a + b) * c`` chain on 1024x1024 fp16 split into 8 row tiles: one LoopSpec), and
+the same in 128 row tiles (a counted loop of many small tiles: ``batched_loops``).
 For each program: the first call (Dynamo trace + spyre_rules compile + the
 executor's first run, which builds its per-OpSpec plans), then the steady-state
 call time of the compiled program and of eager, interleaved over ``--reps``
@@ -81,6 +82,8 @@ PROGRAMS = [
               _g(256, N, seed=3, scale=0.05), _g(256, seed=4)), ()),
     ("tiled (a+b)*c 1024x1024 fp16 x8", tiled,
      lambda: tuple(_g(N, N, dtype=torch.float16, seed=s) for s in range(3)), (([0, 1], 8),)),
+    ("tiled (a+b)*c 1024x1024 fp16 x128", tiled,
+     lambda: tuple(_g(N, N, dtype=torch.float16, seed=s) for s in range(3)), (([0, 1], 128),)),
 ]
 
 

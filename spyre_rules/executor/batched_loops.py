@@ -48,13 +48,18 @@ from spyre_rules.executor.space import Space
 from spyre_rules.program.op_spec import LoopSpec, OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 
-__all__ = ["ENABLED", "counts", "run_batched"]
+__all__ = ["ENABLED", "GROUP_BYTES", "counts", "run_batched"]
 
 #: off: every counted loop runs its iterations one by one (tests of that route)
 ENABLED = True
 
-#: loops run as one batched pass (tests prove which route ran)
+#: loops run as batched passes (tests prove which route ran)
 counts = {"batched": 0}
+
+#: most bytes of one operand's tiles in one batched pass: a pass's result should
+#: still be in the last-level cache when the next body op reads it (0: every
+#: iteration in one pass)
+GROUP_BYTES = 4 << 20
 
 #: program entries a batched body op may hold besides its loads
 _VALUES = {"constant", *scratch.EXACT}
@@ -69,7 +74,10 @@ class _Tile:
     view: Any  # native_half._View: sizes, strides, start, low, high
     step: int  # elements per iteration
     write: bool
-    scratch_of: tuple[int, int] | None = None  # (op, arg) of the per-tile store it reads
+    #: the view's sizes and strides in the block's rank (a load of one point has none)
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    scratch_of: tuple[int, int] | None = None  # (op index, -1): the per-tile store it reads
 
     def byte_range(self, count: int) -> tuple[int, int]:
         """The bytes it touches over all iterations."""
@@ -98,7 +106,8 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
                 level_strides: Callable[[OpSpec], list[list[int]]]) -> bool:
     """Run a depth-1 counted loop as one batched pass; False (nothing run) when it is
     not one whose batched pass provably writes the iterations' bytes."""
-    if views.FORCE_GENERAL or not ENABLED or not all(isinstance(s, OpSpec) for s in loop.body):
+    if views.FORCE_GENERAL or not ENABLED or not loop.body or \
+            not all(isinstance(s, OpSpec) for s in loop.body):
         return False
     count = int(loop.count)
     if count < 2:
@@ -110,9 +119,12 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
         ops = _plan(loop.body, programs, count, level_strides)
         if ops is None:
             return False
+        group = min(count, _group(ops) if GROUP_BYTES else count)
+        if group < 2:
+            return False  # a tile this large: per-iteration Python is small beside the ops
         if deferred.chains:
             deferred.flush()  # earlier stores are checked before the pass reads them
-        _run(ops, count)
+        _run(ops, count, group)
         counts["batched"] += 1
         return True
     finally:
@@ -197,7 +209,12 @@ def _op(spec: OpSpec, program: Any, count: int, strides: list[list[int]]) -> _Op
                     shift + view.high >= access.limit:
                 return None
         storage = dtypes.storage_dtype(access.arg.device_dtype, dtypes.host_dtype(dtype))
-        tiles[key] = _Tile(arg, storage, view, step, write)
+        sizes, view_strides = view.sizes, view.strides
+        if not sizes:  # one point, broadcast over the block
+            sizes, view_strides = (1,) * len(shape), (0,) * len(shape)
+        if len(sizes) != len(shape):
+            return None
+        tiles[key] = _Tile(arg, storage, view, step, write, sizes, view_strides)
     return _Op(program, shape, tiles)
 
 
@@ -213,47 +230,77 @@ def _float_route(program: Any) -> bool:
     return program.store["value"] == len(program.program) - 1
 
 
-def _batched(tile: _Tile, count: int, scratches: dict) -> torch.Tensor:
-    """The tile's view with a leading loop axis (a per-tile buffer: its scratch)."""
+def _group(ops: list[_Op]) -> int:
+    """Iterations per batched pass: as many as keep each operand's tiles within
+    ``GROUP_BYTES`` (a pass's result stays in cache for the next op)."""
+    largest = max(math.prod(t.view.sizes) * t.view.access.width
+                  for op in ops for t in op.tiles.values())
+    return max(1, GROUP_BYTES // max(largest, 1))
+
+
+def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
+    """Iterations ``first .. first + n - 1`` of the tile's view, along a leading loop
+    axis (a per-tile buffer's: its scratch)."""
     key = tile.scratch_of
     if key is not None:
         return scratches[key]
     view = tile.view
-    memory = view.access.memory
-    return memory.strided(tile.dtype, (count, *view.sizes), (tile.step, *view.strides), view.start)
+    return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
+                                      view.start + first * tile.step)
 
 
-def _run(ops: list[_Op], count: int) -> None:
+def _scratch(j: int, op: _Op, store: _Tile, n: int) -> torch.Tensor:
+    """The per-tile buffer's ``n`` tiles: dense, in the memory order of a moving load
+    of the same shape if the op has one (torch then runs one contiguous loop over
+    operands and result), else contiguous."""
+    shape = (n, *store.view.sizes)
+    like = next((t for t in op.tiles.values() if not t.write and t.step and t.view.sizes == store.view.sizes),
+                None)
+    strides = [0] * len(shape)
+    if like is None:
+        order = list(range(len(shape) - 1, -1, -1))
+    else:
+        batched = (like.step, *like.view.strides)
+        order = sorted(range(len(shape)), key=lambda d: (abs(batched[d]), -d))
+    step = 1
+    for d in order:
+        strides[d] = step
+        step *= shape[d]
+    flat = scratch.buffer(("loop", j), (math.prod(shape),), store.dtype)
+    return flat.as_strided(shape, strides)
+
+
+def _run(ops: list[_Op], count: int, group: int) -> None:
+    kept: dict[int, _Tile] = {j: op.tiles[-1] for j, op in enumerate(ops) if not op.tiles[-1].step}
     scratches: dict[tuple[int, int], torch.Tensor] = {}
-    kept = []
-    #: native stores not checked for NaN yet, oldest first: each later one read the one
-    #: before it whole, point for point, so a NaN there is a NaN of the newest
-    chain: list[torch.Tensor] = []
-    for j, op in enumerate(ops):
-        store = op.tiles[-1]
-        if store.step:
-            target = _batched(store, count, scratches)
-        else:
-            target = scratch.buffer(("loop", j), (count, *store.view.sizes), store.dtype)
-            scratches[(j, -1)] = target
-            kept.append((j, store))
-        native = op.program.native
-        if native is None:
-            _check(chain)
-            target.copy_(_float_value(op, count, scratches, store))
-            continue
-        ins = [_batched(op.tiles[_load_of(op.program, arg)], count, scratches)
-               for arg in native.operands]
-        if chain and not any(x is chain[-1] and x.shape == target.shape for x in ins):
-            _check(chain)
-        native.fn(*ins, out=target)
-        nan_checks.counts["native"] += 1
-        chain.append(target)
-    _check(chain)
-    for j, store in kept:
+    for first in range(0, count, group):
+        n = min(group, count - first)
+        #: native stores not checked for NaN yet, oldest first: each later one read the
+        #: one before it whole, point for point, so a NaN there is a NaN of the newest
+        chain: list[torch.Tensor] = []
+        for j, op in enumerate(ops):
+            store = op.tiles[-1]
+            if j in kept:
+                target = scratches[(j, -1)] = _scratch(j, op, store, n)
+            else:
+                target = _batched(store, first, n, scratches)
+            native = op.program.native
+            if native is None:
+                _check(chain)
+                target.copy_(_float_value(op, first, n, scratches, store))
+                continue
+            ins = [_batched(op.tiles[_load_of(op.program, arg)], first, n, scratches)
+                   for arg in native.operands]
+            if chain and not any(x is chain[-1] and x.shape == target.shape for x in ins):
+                _check(chain)
+            native.fn(*ins, out=target)
+            nan_checks.counts["native"] += 1
+            chain.append(target)
+        _check(chain)
+    for j, store in kept.items():  # the last iteration's tile stays in device memory
         view = store.view
         view.access.memory.strided(store.dtype, view.sizes, view.strides, view.start).copy_(
-            scratches[(j, -1)][count - 1])
+            scratches[(j, -1)][-1])
 
 
 def _check(chain: list[torch.Tensor]) -> None:
@@ -276,14 +323,14 @@ def _load_of(program: Any, arg: int) -> int:
     return next(i for i, e in enumerate(program.program) if e["op"] == "load" and e["arg"] == arg)
 
 
-def _float_value(op: _Op, count: int, scratches: dict, store: _Tile) -> torch.Tensor:
-    """The general path's value and store conversion, over all tiles at once."""
+def _float_value(op: _Op, first: int, n: int, scratches: dict, store: _Tile) -> torch.Tensor:
+    """The general path's value and store conversion, over ``n`` tiles at once."""
     program = op.program
     values: list[Any] = []
     for index, entry in enumerate(program.program):
         kind = entry["op"]
         if kind == "load":
-            raw = _batched(op.tiles[index], count, scratches)
+            raw = _batched(op.tiles[index], first, n, scratches)
             values.append(dtypes.to_compute(dtypes.from_storage(raw, dtypes.host_dtype(entry["dtype"]))))
         elif kind == "constant":
             value = entry["value"]
@@ -297,6 +344,6 @@ def _float_value(op: _Op, count: int, scratches: dict, store: _Tile) -> torch.Te
                 value = apply_pointwise(kind, [x.contiguous() if isinstance(x, torch.Tensor) else x
                                                for x in ins])
             values.append(value)
-    value = torch.as_tensor(values[program.store["value"]]).expand(count, *op.shape)
+    value = torch.as_tensor(values[program.store["value"]]).expand(n, *op.shape)
     host = dtypes.host_dtype(program.store["dtype"])
     return dtypes.canonical_stored(dtypes.to_storage(value, host, store.dtype, f"op {program.name}: store"))

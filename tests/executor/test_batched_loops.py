@@ -21,7 +21,7 @@ import fuzz_paths  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.executor import DeviceMemoryError, batched_loops  # noqa: E402
+from spyre_rules.executor import DeviceMemoryError, batched_loops, native_half  # noqa: E402
 from spyre_rules.program.op_spec import LoopSpec  # noqa: E402
 
 ROWS, COLS, TILES = 64, 256, 8
@@ -68,14 +68,22 @@ PROGRAMS = {
 }
 
 
+@pytest.mark.parametrize("passes", [1, 3], ids=["one pass", "passes of 3, 3, 2 tiles"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dtype, monkeypatch):
+def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dtype, passes,
+                                                                        monkeypatch):
     fn, arity, ops = PROGRAMS[name]
     inputs = [_specials((ROWS, COLS), dtype, seed) for seed in range(arity)]
     program, kernels = _compiled(fn, inputs, ops)
+    tile_bytes = ROWS // TILES * COLS * dtype.itemsize
+    monkeypatch.setattr(batched_loops, "GROUP_BYTES", 0 if passes == 1 else 3 * tile_bytes)
+    native = native_half.counts["native"]
     general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
     assert count == 1
+    if dtype != torch.float32 and "constant" not in name:  # one native op per body op and pass
+        assert native_half.counts["native"] - native == TILES * len(ops) + len(ops) * (
+            1 if passes == 1 else 3)
     assert fuzz_paths.difference(general, batched) is None
     assert fuzz_paths.difference(iterations, batched) is None
     expected = fn(*inputs)
@@ -85,6 +93,29 @@ def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dt
         torch.testing.assert_close(out, expected, rtol=2e-2, atol=1e-3, equal_nan=True)
     else:
         assert torch.equal(out[~out.isnan()], expected[~expected.isnan()])
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_one_element_operand_broadcasts_over_every_tile(dtype, monkeypatch):
+    # a (1, 1) tensor's load is one point: its view has no axes (fuzz 4412:60)
+    a, b = (_specials((ROWS, COLS), dtype, s) for s in range(2))
+    s = torch.full((1, 1), 3.0, dtype=dtype)
+    program, kernels = _compiled(lambda a, b, s: (a + b) * s, (a, b, s), (0, 1))
+    general, iterations, batched, count = _routes(program, (a, b, s), kernels, monkeypatch)
+    assert count == 1
+    assert fuzz_paths.difference(general, batched) is None
+    assert fuzz_paths.difference(iterations, batched) is None
+    torch._dynamo.reset()
+
+
+def test_tiles_too_large_for_one_pass_run_the_iterations(monkeypatch):
+    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
+    program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
+    monkeypatch.setattr(batched_loops, "GROUP_BYTES", ROWS // TILES * COLS * 2)  # one tile
+    general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
+    assert count == 0
+    assert fuzz_paths.difference(general, batched) is None
     torch._dynamo.reset()
 
 
@@ -181,3 +212,16 @@ def test_the_bench_tiles_are_injective():
     assert batched_loops._injective((8, 128, 16, 64), (8192, 64, 65536, 1))
     assert not batched_loops._injective((8, 128, 16, 64), (0, 64, 8192, 1))
     assert batched_loops._injective((128, 16, 64), (64, 8192, 1))
+
+
+def test_an_empty_loop_body_runs_nothing():
+    import sympy
+
+    from spyre_rules.executor import DeviceMemory
+    from spyre_rules.executor.loops import run_items
+
+    memory = DeviceMemory(256)
+    before = batched_loops.counts["batched"]
+    run_items([LoopSpec(sympy.Integer(4), [])], memory, "k")
+    assert batched_loops.counts["batched"] == before
+    assert not bool(memory.read_bytes(0, 256).any())
