@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class SpyreRulesError(Exception):
     """Base class of every error spyre-rules raises on purpose."""
@@ -24,3 +26,17 @@ class CoordinateError(SpyreRulesError, ValueError):
 
 class VerifierError(SpyreRulesError, ValueError):
     """The independent span verifier refuses its input (e.g. a space too large to enumerate)."""
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception chained to it, each once: ``__cause__``,
+    ``__context__`` and the ``inner_exception`` Dynamo / Inductor wrap errors in."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spyre_rules.errors import SpyreRulesError, Unsupported
+from spyre_rules.errors import SpyreRulesError, Unsupported, exception_chain
 
 __all__ = ["UnsupportedGraph", "BackendCompileError", "find_cause", "find_unsupported"]
 
@@ -22,17 +22,7 @@ class BackendCompileError(SpyreRulesError, RuntimeError):
 
 def find_cause(exc: BaseException, cls: type) -> BaseException | None:
     """The first exception of type ``cls`` in the chain Dynamo/Inductor wrapped around ``exc``."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        cur = todo.pop()
-        if cur is None or id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if isinstance(cur, cls):
-            return cur
-        todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
-    return None
+    return next((cur for cur in exception_chain(exc) if isinstance(cur, cls)), None)
 
 
 def find_unsupported(exc: BaseException) -> UnsupportedGraph | None:

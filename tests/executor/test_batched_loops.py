@@ -109,13 +109,57 @@ def test_a_one_element_operand_broadcasts_over_every_tile(dtype, monkeypatch):
     torch._dynamo.reset()
 
 
-def test_tiles_too_large_for_one_pass_run_the_iterations(monkeypatch):
+def _tiles_too_large(loop, monkeypatch):
+    monkeypatch.setattr(batched_loops, "GROUP_BYTES", ROWS // TILES * COLS * 2)  # one tile
+
+
+def _read_before_write(loop, monkeypatch):
+    # the mul reads the add's per-tile buffer as the *previous* iteration left it
+    loop.body.reverse()
+
+
+def _last_tile_past_the_tensors(loop, monkeypatch):
+    loop.count = TILES + 1  # the ninth tile reads and writes past the tensors
+
+
+def _last_store_tile_outside_its_segment(loop, monkeypatch):
+    # the output's segment narrowed by one tile's bytes: only the last iteration's store
+    # falls outside it (into no other tensor's bytes)
+    mul = loop.body[-1]
+    store = mul.args[mul.op_info["store"]["arg"]]
+    start = int(store.allocation["hbm"])
+    store.segment = (start, start + store.size_in_bytes - store.size_in_bytes // TILES)
+
+
+def _overlapping_tiles(loop, monkeypatch):
+    # every tile steps half a tile: iteration i + 1 overwrites half of what i stored
+    for spec in loop.body:
+        spec.tiled_steps = [[ROWS // TILES // 2]]
+
+
+#: edit of the compiled (a + b) * c loop -> the error both routes raise (None: none)
+REFUSED = {
+    "tiles too large for one pass": (_tiles_too_large, None),
+    "reading the tile buffer before writing it": (_read_before_write, None),
+    "a last tile past the tensors": (_last_tile_past_the_tensors, "DeviceMemoryError"),
+    "a last store tile outside its segment": (_last_store_tile_outside_its_segment,
+                                              "DeviceMemoryError"),
+    "overlapping tiles": (_overlapping_tiles, None),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_loop_the_pass_cannot_prove_runs_the_iterations(case, monkeypatch):
+    edit, error = REFUSED[case]
     inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
     program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
-    monkeypatch.setattr(batched_loops, "GROUP_BYTES", ROWS // TILES * COLS * 2)  # one tile
+    (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
+    edit(loop, monkeypatch)
     general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
     assert count == 0
+    assert (batched[0][0][0] == error) if error else not isinstance(batched[0][0][0], str)
     assert fuzz_paths.difference(general, batched) is None
+    assert fuzz_paths.difference(iterations, batched) is None
     torch._dynamo.reset()
 
 
@@ -125,65 +169,6 @@ def test_a_transcendental_in_the_body_runs_the_iterations(monkeypatch):
     general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
     assert count == 0
     assert fuzz_paths.difference(general, batched) is None
-    torch._dynamo.reset()
-
-
-def test_reading_the_tile_buffer_before_writing_it_runs_the_iterations(monkeypatch):
-    # body reordered: the mul reads the add's per-tile buffer as the *previous*
-    # iteration left it, a dependence from one iteration to the next
-    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
-    program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
-    (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
-    loop.body.reverse()
-    general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
-    assert count == 0
-    assert fuzz_paths.difference(general, batched) is None
-    assert fuzz_paths.difference(iterations, batched) is None
-    torch._dynamo.reset()
-
-
-def test_a_last_tile_outside_its_buffer_raises_as_the_iterations_do(monkeypatch):
-    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
-    program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
-    (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
-    loop.count = TILES + 1  # the ninth tile reads and writes past the tensors
-    general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
-    assert count == 0
-    assert batched[0][0][0] == "DeviceMemoryError"
-    assert fuzz_paths.difference(general, batched) is None
-    assert fuzz_paths.difference(iterations, batched) is None
-    torch._dynamo.reset()
-
-
-def test_a_last_store_tile_outside_its_allocation_raises_as_the_iterations_do(monkeypatch):
-    # the output's segment narrowed by one tile's bytes: only the store of the last
-    # iteration falls outside it (into no other tensor's bytes)
-    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
-    program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
-    (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
-    mul = loop.body[-1]
-    store = mul.args[mul.op_info["store"]["arg"]]
-    start = int(store.allocation["hbm"])
-    store.segment = (start, start + store.size_in_bytes - store.size_in_bytes // TILES)
-    general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
-    assert count == 0
-    assert batched[0][0][0] == "DeviceMemoryError"
-    assert fuzz_paths.difference(general, batched) is None
-    assert fuzz_paths.difference(iterations, batched) is None
-    torch._dynamo.reset()
-
-
-def test_overlapping_tiles_run_the_iterations(monkeypatch):
-    # every tile steps half a tile: iteration i + 1 overwrites half of what i stored
-    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
-    program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
-    (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
-    for spec in loop.body:
-        spec.tiled_steps = [[ROWS // TILES // 2]]
-    general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
-    assert count == 0
-    assert fuzz_paths.difference(general, batched) is None
-    assert fuzz_paths.difference(iterations, batched) is None
     torch._dynamo.reset()
 
 
