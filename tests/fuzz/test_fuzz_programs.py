@@ -75,9 +75,10 @@ def test_new_op_families_extend_old_programs_as_a_suffix():
     # fuzz_gen._Extension draws from its own stream after the original generator:
     # an old program is unchanged or gains ops (and index inputs) at its end.
     # (the hints of program 2 split the dim its amax reduces: reduction-dim hints)
-    assert generate(SEED, 2).op_text() == (  # not extended: as generated before the extension
-        "float32 x0:[4, 32]AB x1:[32]B | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0 "
-        "| hints [0..2]{'B': 2, 'A': 4}")
+    assert generate(SEED, 2).op_text() == (  # as generated before the extensions, then a
+        # precision check on a fresh input (fuzz_numerics: one more output)
+        "float32 x0:[4, 32]AB x1:[32]B x2:[6, 32]CD | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0; "
+        "t3=x2.to(torch.float16).to(torch.bfloat16) | hints [0..2]{'B': 2, 'A': 4}")
     assert generate(SEED, 3).op_text() == (  # extended: the old program, then a gather and an embedding
         "float32 x0:[3, 96]AB x1:[48, 6]__ x2:[41, 6]__ x3:[1, 3]_C | t0=x0.view(48, 6); "
         "t1=torch.tanh(t0); t2=t1 * x1; t3=torch.gather(t2, 0, x2); t4=F.embedding(x3, t3) "
