@@ -131,7 +131,9 @@ def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
     import torch
 
     torch_dtype = getattr(torch, DTYPES[dtype])
+    started = time.perf_counter(), time.process_time()
     net = _build(data, layers, torch_dtype)
+    built = time.perf_counter(), time.process_time()
     config = net.config
     report: dict[str, Any] = {
         "model": label, "model_type": data["model_type"], "seq": seq, "batch": batch,
@@ -143,6 +145,10 @@ def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
         folder.mkdir(parents=True, exist_ok=True)
         before = {p.name for p in folder.iterdir()}
         report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps)
+        done = time.perf_counter(), time.process_time()
+        # wall and CPU seconds (CPU time is the steadier figure on a shared machine)
+        report["seconds"] = {"build": [round(b - a, 3) for a, b in zip(started, built)],
+                             "compile": [round(b - a, 3) for a, b in zip(built, done)]}
         steps.phase("reading the plan")
         report["graphs"] = [_graph_report(p) for p in sorted(folder.iterdir())
                             if p.is_dir() and p.name not in before]
