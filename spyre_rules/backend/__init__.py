@@ -12,7 +12,9 @@ layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 * ``support`` / ``layouts`` / ``restickify`` -- the passes themselves;
 * ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
 * ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;
-* ``capture``        -- ``capture_operations``.
+* ``capture``        -- ``capture_operations``;
+* ``meta_device``    -- compiling without running: meta-device graphs as CPU
+  graphs, outputs made from recorded shapes.
 """
 
 from __future__ import annotations
