@@ -81,7 +81,7 @@ class Progress:
         self.stream = stream
         self.every = every
         self.start = time.monotonic()
-        self._timer: Any = None
+        self._beat: Any = None
 
     def say(self, text: str) -> None:
         if self.stream is not None:
@@ -90,23 +90,27 @@ class Progress:
     def phase(self, text: str) -> None:
         self.stop()
         self.say(text)
-        if self.stream is not None:
-            import threading
+        if self.stream is None:
+            return
+        import threading
 
-            def beat() -> None:
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.every):
                 self.say(f"  ... still {text.rstrip('.').lower()}")
-                self._timer = threading.Timer(self.every, beat)
-                self._timer.daemon = True
-                self._timer.start()
 
-            self._timer = threading.Timer(self.every, beat)
-            self._timer.daemon = True
-            self._timer.start()
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        self._beat = (done, thread)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        # Joined, so no heartbeat writes to the stream once the command has returned.
+        if self._beat is not None:
+            done, thread = self._beat
+            done.set()
+            thread.join()
+            self._beat = None
 
 
 def _find_error(exc: BaseException) -> str:
@@ -127,6 +131,14 @@ def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = load_config(model)
     steps = Progress(progress)
+    try:
+        return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps)
+    finally:
+        steps.stop()
+
+
+def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | None, dtype: str,
+          max_span_bytes: int, out: Path | None, steps: Progress) -> dict[str, Any]:
     steps.phase(f"building {label} on the meta device")
     import torch
 
@@ -154,7 +166,6 @@ def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
                             if p.is_dir() and p.name not in before]
         if out is not None:
             report["out"] = str(folder)
-    steps.stop()
     return _verdict(report)
 
 
