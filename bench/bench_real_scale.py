@@ -16,6 +16,11 @@ reports:
 * loop groups and the tiles of each, ops refused (Unsupported) and accesses
   over the limit (span check), and the compile error if the graph was refused.
 
+A graph the planner refuses stops before code generation; ``--tiling off``
+compiles every op untiled instead, so codegen and the span check run on every
+op at its full size (their cost is measured too; the span check then reports
+the overflows).
+
 Then per model and batch: compile CPU time at the largest seq over the
 smallest (target at most 1.5x: nothing in compilation should cost in
 proportion to tensor sizes) and the largest peak RSS (target under 4 GB).
@@ -46,10 +51,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def one_case(model: str, seq: int, batch: int, layers: int, limit: int) -> dict:
+def one_case(model: str, seq: int, batch: int, layers: int, limit: int, tiling: bool) -> dict:
     from spyre_rules.commands.model_plan import plan_model
 
-    report = plan_model(model, seq=seq, batch=batch, layers=layers, max_span_bytes=limit)
+    report = plan_model(model, seq=seq, batch=batch, layers=layers, max_span_bytes=limit,
+                        automatic_tiling=tiling)
     groups = [g for graph in report["graphs"] for g in graph["loop_groups"]]
     return {
         "model": model, "seq": seq, "batch": batch, "layers": layers,
@@ -121,6 +127,9 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-span-bytes", type=int, default=256 * 1024 * 1024)
     parser.add_argument("--no-capture", action="store_true")
+    parser.add_argument("--tiling", choices=("auto", "off"), default="auto",
+                        help="off: compile every op untiled, so codegen and the span check "
+                             "run on every op at full size (the cost check of the whole path)")
     parser.add_argument("--capture-seq", type=int, default=4096)
     parser.add_argument("--one", nargs=4, metavar=("MODEL", "SEQ", "BATCH", "LAYERS"),
                         help=argparse.SUPPRESS)
@@ -128,7 +137,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.one:
         model, seq, batch, layers = args.one
-        print(json.dumps(one_case(model, int(seq), int(batch), int(layers), args.max_span_bytes)))
+        print(json.dumps(one_case(model, int(seq), int(batch), int(layers), args.max_span_bytes,
+                                  args.tiling == "auto")))
         return 0
     if args.capture_one:
         print(json.dumps(one_capture(args.capture_one)))
@@ -138,7 +148,8 @@ def main() -> int:
     from spyre_rules.commands.model_plan import shipped_configs
 
     models = args.models or shipped_configs()
-    print(f"{args.layers} layers, fp16, limit {args.max_span_bytes} bytes, automatic tiling, "
+    tiling = "automatic tiling" if args.tiling == "auto" else "no tiling (full-size ops)"
+    print(f"{args.layers} layers, fp16, limit {args.max_span_bytes} bytes, {tiling}, "
           "meta device (one process per case)")
     print(f"{'model':14} {'batch':>5} {'seq':>6} {'wall s':>7} {'cpu s':>6} {'RSS MB':>7} "
           f"{'groups':>6} {'refused':>7} {'over':>5}  tiles per group / error")
@@ -147,7 +158,8 @@ def main() -> int:
         for batch in args.batches:
             for seq in args.seqs:
                 row = _child(["--one", model, str(seq), str(batch), str(args.layers),
-                              "--max-span-bytes", str(args.max_span_bytes)])
+                              "--max-span-bytes", str(args.max_span_bytes),
+                              "--tiling", args.tiling])
                 row.update(model=model, batch=batch, seq=seq)
                 rows.append(row)
                 if "failed" in row:
