@@ -74,6 +74,6 @@ def test_repository_layout_names_every_folder():
            if p.is_dir() and not p.name.startswith((".", "__")) and p.name not in ("build", "dist")
            and not p.name.endswith(".egg-info")}
     package = {f"{p.name}/" for p in (ROOT / "spyre_rules").iterdir()
-               if p.is_dir() and (p / "__init__.py").exists()}
+               if p.is_dir() and not p.name.startswith("__")}
     assert top - named == set() and package - named == set()
     assert {n for n in named if n.endswith("/")} <= top | package
