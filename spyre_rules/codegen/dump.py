@@ -20,7 +20,7 @@ from typing import Any
 from spyre_rules import config
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files
 
-__all__ = ["dump_graph"]
+__all__ = ["dump_graph", "plan_json"]
 
 
 def _new_folder(root: Path) -> Path:
@@ -35,20 +35,25 @@ def _new_folder(root: Path) -> Path:
             n += 1
 
 
+def plan_json(graph: Any, state: Any, name: str) -> str:
+    """``plan.json``'s text; ``name`` names the graph when Inductor gave it none."""
+    plan = {
+        "graph": getattr(graph, "name", None) or name,
+        "ops": [record.as_dict() for record in state.plan.values()],
+        # ops run on the host (backend/host_steps.py): name -> description, reason
+        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
+        "memory_map": state.memory.to_json() if state.memory is not None else None,
+    }
+    return json.dumps(plan, indent=2, default=str) + "\n"
+
+
 def dump_graph(graph: Any, state: Any) -> Path | None:
     root = config.dump_dir
     if not root:
         return None
     folder = _new_folder(Path(root))
     (folder / "wrapper.py").write_text(state.wrapper_source or "")
-    plan = {
-        "graph": getattr(graph, "name", None) or folder.name,
-        "ops": [record.as_dict() for record in state.plan.values()],
-        # ops run on the host (backend/host_steps.py): name -> description, reason
-        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
-        "memory_map": state.memory.to_json() if state.memory is not None else None,
-    }
-    (folder / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
+    (folder / "plan.json").write_text(plan_json(graph, state, folder.name))
     for name, specs in state.kernels:
         kdir = folder / name
         kdir.mkdir()
