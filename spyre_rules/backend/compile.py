@@ -74,9 +74,15 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.context import decomposition_table, spyre_rules_context
     from spyre_rules.backend.host_steps import HostPlan, HostStepsNeeded, host_plan
 
+    from spyre_rules.backend.specialize import StaticCompile, is_symbolic, specializing_program
+
+    if is_symbolic(example_inputs):
+        # one static program per concrete shape, compiled at the call (backend/specialize.py)
+        return specializing_program(gm, example_inputs, spyre_rules_backend)
     reason = precheck(example_inputs)
     if reason is not None:
         return fallback(gm, reason)
+    static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
 
@@ -100,6 +106,7 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
                 raise
             return fallback(gm, str(unsupported), unsupported)
         _warn_host_steps(plan)
+        static.remember(compiled)
         return compiled
     return fallback(gm, f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
                         f"{sorted(plan.nodes) if plan is not None else []}")

@@ -1,0 +1,219 @@
+"""Graphs with symbolic sizes run as one static Spyre program per concrete shape.
+
+When Dynamo traces with dynamic shapes (its automatic dynamic on a second
+shape, ``dynamic=True``, ``torch._dynamo.mark_dynamic``), the backend receives
+a graph with symbolic sizes.  It returns a :class:`SpecializingProgram` instead
+of compiling: at a call with sizes it has not seen, the graph is specialised to
+the call's concrete sizes (``specialize_graph.specialize``) and compiled by the
+static-shape pipeline (planned, generated, span-checked), and the program is
+cached under those sizes; a call with sizes seen before runs the cached program
+without planning again.
+
+A frame compiled first with static shapes and then dynamically (Dynamo's
+automatic dynamic) already has a program for its first shape: the static
+program is reused when the specialised graph is the same computation
+(``same_graph``) under the same settings, so each distinct shape compiles once.
+
+At most ``config.max_specializations`` programs per graph; a call with new sizes
+past it follows ``config.fallback``: ``"eager"`` warns naming the graph and the
+sizes and runs that call eagerly, ``"error"`` raises naming them.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from spyre_rules import config
+from spyre_rules.backend.specialize_graph import is_symbolic_value, same_graph, specialize
+from spyre_rules.ir.errors import BackendCompileError
+
+__all__ = ["SpecializingProgram", "StaticCompile", "is_symbolic", "specializing_program"]
+
+#: Settings that do not change the generated program (static-program reuse ignores them).
+_NEUTRAL_SETTINGS = ("dump_dir", "max_specializations")
+
+
+def is_symbolic(example_inputs: Sequence[Any]) -> bool:
+    """Whether Dynamo traced this graph with symbolic sizes."""
+    return any(is_symbolic_value(v) for v in example_inputs)
+
+
+def _settings() -> tuple:
+    from spyre_rules.hints import declared_tensor_dims
+
+    snapshot = config.snapshot()
+    for name in _NEUTRAL_SETTINGS:
+        snapshot.pop(name, None)
+    return tuple(sorted(snapshot.items())), tuple(sorted(declared_tensor_dims().items()))
+
+
+def _tensor_key(args: Sequence[Any]) -> tuple:
+    from spyre_rules.hints import tensor_dim_names
+
+    return tuple(
+        (tuple(a.shape), a.stride(), a.dtype, tensor_dim_names(a)) if isinstance(a, torch.Tensor)
+        else ("scalar", a) for a in args
+    )
+
+
+@dataclass
+class _Static:
+    gm: torch.fx.GraphModule
+    key: tuple  # _tensor_key of its example inputs
+    settings: tuple
+    program: Callable
+
+
+#: frame code -> static programs compiled for it (backend/compile.py registers them).
+_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: at most this many static programs remembered per frame
+_STATIC_PER_FRAME = 16
+
+
+def _frame_code() -> Any:
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:  # noqa: BLE001 - outside a Dynamo trace there is no frame
+        return None
+    return getattr(tx, "f_code", None) if tx is not None else None
+
+
+class StaticCompile:
+    """A static graph of a Dynamo frame being compiled; :meth:`remember` keeps its
+    program for a later dynamic recompile of the frame (Dynamo's automatic dynamic)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+        self.code = _frame_code()
+        # copied before the pipeline edits gm in place (keep_matmul_batch, pre-grad passes)
+        self.gm = _copy(gm) if self.code is not None else None
+        self.key = _tensor_key(example_inputs)
+        self.settings = _settings()
+
+    def remember(self, program: Callable) -> None:
+        if self.code is None:
+            return
+        entries = _STATIC.setdefault(self.code, [])
+        entries.append(_Static(self.gm, self.key, self.settings, program))
+        del entries[:-_STATIC_PER_FRAME]
+
+
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _graph_label() -> str:
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    return f"graph {compile_id}" if compile_id is not None else "graph <unnamed>"
+
+
+def _symbols(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[tuple]:
+    """``(symbol name, input position, dim or None, where)`` per symbol, first use."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    found: dict[str, tuple] = {}
+    for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        where = source.name if source is not None else node.name
+        if isinstance(value, torch.SymInt):
+            found.setdefault(str(value.node.expr), (i, None, where))
+        elif isinstance(value, torch.Tensor):
+            for d, size in enumerate(value.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    found.setdefault(str(size.node.expr), (i, d, f"{where}.size({d})"))
+    return [(name, *entry) for name, entry in found.items()]
+
+
+class SpecializingProgram:
+    """The callable Dynamo gets for a symbolic graph: one program per concrete shape."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 compile_static: Callable[[torch.fx.GraphModule, list[Any]], Callable]) -> None:
+        self.gm = gm
+        self.label = _graph_label()
+        self.compile_static = compile_static
+        self.symbols = _symbols(gm, example_inputs)
+        self.statics = _STATIC.get(_frame_code(), []) if _frame_code() is not None else []
+        #: sizes key -> (program, positions of the arguments it takes, sizes)
+        self.programs: dict[tuple, tuple[Callable, list[int], dict[str, int]]] = {}
+        #: how many programs this graph compiled (a reused static program is not one)
+        self.compiled = 0
+
+    def sizes(self, args: Sequence[Any]) -> dict[str, int]:
+        """The call's value of each symbol (``{"s0": 24}``)."""
+        out = {}
+        for name, i, d, _ in self.symbols:
+            value = args[i]
+            out[name] = int(value if d is None else value.shape[d])
+        return out
+
+    def describe(self, sizes: dict[str, int]) -> str:
+        where = {name: w for name, _, _, w in self.symbols}
+        return ", ".join(f"{name}={value} ({where[name]})" for name, value in sizes.items())
+
+    def __call__(self, *args: Any) -> Any:
+        key = _tensor_key(args)
+        entry = self.programs.get(key)
+        if entry is None:
+            entry = self._specialize(key, args)
+            if entry is None:
+                return self.gm.forward(*args)
+        program, kept, _ = entry
+        return program(*[args[i] for i in kept])
+
+    def _specialize(self, key: tuple, args: Sequence[Any]) -> tuple | None:
+        sizes = self.sizes(args)
+        limit = config.max_specializations
+        if len(self.programs) >= limit:
+            return self._over_limit(sizes, limit)
+        specialized = specialize(self.gm, args)
+        static_args = [args[i] for i in specialized.kept]
+        program = self._reusable(specialized.gm, static_args)
+        if program is None:
+            from spyre_rules.codegen.dump import dump_sizes
+
+            with dump_sizes({"graph": self.label, "sizes": sizes,
+                             "symbols": {name: w for name, _, _, w in self.symbols}}):
+                program = self.compile_static(specialized.gm, static_args)
+            self.compiled += 1
+        entry = (program, specialized.kept, sizes)
+        self.programs[key] = entry
+        return entry
+
+    def _reusable(self, gm: torch.fx.GraphModule, static_args: list[Any]) -> Callable | None:
+        key, settings = _tensor_key(static_args), _settings()
+        for static in self.statics:
+            if static.key == key and static.settings == settings and same_graph(gm, static.gm):
+                return static.program
+        return None
+
+    def _over_limit(self, sizes: dict[str, int], limit: int) -> None:
+        seen = "; ".join(self.describe(s) for _, _, s in self.programs.values())
+        text = (f"{self.label} already has {len(self.programs)} specialised Spyre programs "
+                f"(config.max_specializations = {limit}, SPYRE_RULES_MAX_SPECIALIZATIONS; "
+                f"compiled for: {seen})")
+        if config.fallback == "error":
+            raise BackendCompileError(
+                f"spyre_rules cannot compile {self.label} for sizes {self.describe(sizes)}: {text}"
+            )
+        warnings.warn(
+            f"spyre_rules: running this call of {self.label} eagerly instead of on the Spyre "
+            f"program: sizes {self.describe(sizes)} are new and {text}",
+            stacklevel=3,
+        )
+        return None
+
+
+def specializing_program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                         compile_static: Callable) -> SpecializingProgram:
+    return SpecializingProgram(gm, example_inputs, compile_static)
