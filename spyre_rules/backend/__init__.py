@@ -12,7 +12,9 @@ layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 * ``support`` / ``layouts`` / ``restickify`` -- the passes themselves;
 * ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
 * ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;
-* ``capture``        -- ``capture_operations``.
+* ``capture``        -- ``capture_operations``;
+* ``specialize`` / ``specialize_graph`` -- a graph with symbolic sizes as one
+  static program per concrete shape (compiled at the call, cached by sizes).
 """
 
 from __future__ import annotations

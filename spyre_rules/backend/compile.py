@@ -10,9 +10,12 @@ partitions the graph -- the op runs on the host as its own step inside the
 compiled program (backend/host_steps.py), the rest stays on the Spyre program,
 and one warning names every host op and why; ``"error"`` raises
 ``BackendCompileError`` naming the op.  A graph we cannot compile at all -- it
-needs autograd, has dynamic shapes, or the tiling policy refuses it -- is run
-eagerly whole under ``"eager"`` (a warning naming the reason) and raises under
-``"error"``.  Nothing falls back silently; any other error propagates unchanged.
+needs autograd, or the tiling policy refuses it -- is run eagerly whole under
+``"eager"`` (a warning naming the reason) and raises under ``"error"``.  Nothing
+falls back silently; any other error propagates unchanged.
+
+A graph with symbolic sizes compiles one static program per concrete shape, at
+the calls (backend/specialize.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ sizes and runs that call eagerly, ``"error"`` raises naming them.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +29,15 @@ from typing import Any
 import torch
 
 from spyre_rules import config
-from spyre_rules.backend.specialize_graph import is_symbolic_value, same_graph, specialize
-from spyre_rules.ir.errors import BackendCompileError
+from spyre_rules.backend.specialize_graph import (
+    is_symbolic_value,
+    same_graph,
+    specialize,
+    value_inputs,
+)
+from spyre_rules.hints.api import bind_dim_sizes
+from spyre_rules.hints.errors import HintError
+from spyre_rules.ir.errors import BackendCompileError, find_cause
 
 __all__ = ["SpecializingProgram", "StaticCompile", "is_symbolic", "specializing_program"]
 
@@ -44,10 +50,10 @@ def is_symbolic(example_inputs: Sequence[Any]) -> bool:
     return any(is_symbolic_value(v) for v in example_inputs)
 
 
-def _settings() -> tuple:
+def _settings(snapshot: dict[str, Any]) -> tuple:
     from spyre_rules.hints import declared_tensor_dims
 
-    snapshot = config.snapshot()
+    snapshot = dict(snapshot)
     for name in _NEUTRAL_SETTINGS:
         snapshot.pop(name, None)
     return tuple(sorted(snapshot.items())), tuple(sorted(declared_tensor_dims().items()))
@@ -70,20 +76,22 @@ class _Static:
     program: Callable
 
 
-#: frame code -> static programs compiled for it (backend/compile.py registers them).
-_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Dynamo's per-frame state dict (the same dict for every recompile of a frame,
+#: a new one after ``torch._dynamo.reset()``) keeps the frame's static programs here.
+_STATIC_KEY = "spyre_rules.static_programs"
 #: at most this many static programs remembered per frame
 _STATIC_PER_FRAME = 16
 
 
-def _frame_code() -> Any:
+def _frame_state() -> dict | None:
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
     except Exception:  # noqa: BLE001 - outside a Dynamo trace there is no frame
         return None
-    return getattr(tx, "f_code", None) if tx is not None else None
+    state = getattr(getattr(tx, "output", None), "frame_state", None)
+    return state if isinstance(state, dict) else None
 
 
 class StaticCompile:
@@ -91,16 +99,16 @@ class StaticCompile:
     program for a later dynamic recompile of the frame (Dynamo's automatic dynamic)."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
-        self.code = _frame_code()
+        self.frame = _frame_state()
         # copied before the pipeline edits gm in place (keep_matmul_batch, pre-grad passes)
-        self.gm = _copy(gm) if self.code is not None else None
+        self.gm = _copy(gm) if self.frame is not None else None
         self.key = _tensor_key(example_inputs)
-        self.settings = _settings()
+        self.settings = _settings(config.snapshot())
 
     def remember(self, program: Callable) -> None:
-        if self.code is None:
+        if self.frame is None:
             return
-        entries = _STATIC.setdefault(self.code, [])
+        entries = self.frame.setdefault(_STATIC_KEY, [])
         entries.append(_Static(self.gm, self.key, self.settings, program))
         del entries[:-_STATIC_PER_FRAME]
 
@@ -134,6 +142,23 @@ def _symbols(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[tu
     return [(name, *entry) for name, entry in found.items()]
 
 
+def _named_sizes(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """Declared dim name -> the symbolic size it names (``spyre_hint(named_dims=...)``
+    on a tensor with a symbolic dim)."""
+    from spyre_rules.hints.api import NAMED_DIMS_KEY
+
+    found: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        names = (node.meta.get("custom") or {}).get(NAMED_DIMS_KEY)
+        value = node.meta.get("example_value")
+        if not names or not isinstance(value, torch.Tensor) or value.dim() != len(names):
+            continue
+        for name, size in zip(names, value.shape):
+            if name is not None and isinstance(size, torch.SymInt):
+                found.setdefault(name, size.node.expr)
+    return found
+
+
 class SpecializingProgram:
     """The callable Dynamo gets for a symbolic graph: one program per concrete shape."""
 
@@ -143,7 +168,13 @@ class SpecializingProgram:
         self.label = _graph_label()
         self.compile_static = compile_static
         self.symbols = _symbols(gm, example_inputs)
-        self.statics = _STATIC.get(_frame_code(), []) if _frame_code() is not None else []
+        self.named = _named_sizes(gm)
+        self.value_inputs = value_inputs(gm)
+        frame = _frame_state()
+        self.statics = frame.get(_STATIC_KEY, []) if frame is not None else []
+        #: the settings of the backend call (torch.compile time): every specialisation
+        #: compiles under them, as a static graph compiles under the settings of its trace
+        self.config = config.snapshot()
         #: sizes key -> (program, positions of the arguments it takes, sizes)
         self.programs: dict[tuple, tuple[Callable, list[int], dict[str, int]]] = {}
         #: how many programs this graph compiled (a reused static program is not one)
@@ -162,7 +193,9 @@ class SpecializingProgram:
         return ", ".join(f"{name}={value} ({where[name]})" for name, value in sizes.items())
 
     def __call__(self, *args: Any) -> Any:
-        key = _tensor_key(args)
+        # an input read by value (a float Dynamo passes as a 0-d tensor) is folded
+        # into the program: its value is part of the key
+        key = (_tensor_key(args), tuple(args[i].tolist() for i in self.value_inputs))
         entry = self.programs.get(key)
         if entry is None:
             entry = self._specialize(key, args)
@@ -172,6 +205,10 @@ class SpecializingProgram:
         return program(*[args[i] for i in kept])
 
     def _specialize(self, key: tuple, args: Sequence[Any]) -> tuple | None:
+        with config.patch(**self.config):
+            return self._specialize_now(key, args)
+
+    def _specialize_now(self, key: tuple, args: Sequence[Any]) -> tuple | None:
         sizes = self.sizes(args)
         limit = config.max_specializations
         if len(self.programs) >= limit:
@@ -182,16 +219,34 @@ class SpecializingProgram:
         if program is None:
             from spyre_rules.codegen.dump import dump_sizes
 
-            with dump_sizes({"graph": self.label, "sizes": sizes,
-                             "symbols": {name: w for name, _, _, w in self.symbols}}):
-                program = self.compile_static(specialized.gm, static_args)
+            try:
+                with dump_sizes({"graph": self.label, "sizes": sizes,
+                                 "symbols": {name: w for name, _, _, w in self.symbols}}), \
+                        bind_dim_sizes(self._dim_sizes(sizes)):
+                    program = self.compile_static(specialized.gm, static_args)
+            except Exception as exc:  # noqa: BLE001 - only a hint error is re-worded
+                hint = find_cause(exc, HintError)
+                if hint is None:
+                    raise
+                # a hint checked against sizes it never saw: say which sizes
+                raise HintError(f"{self.label} specialised to sizes {self.describe(sizes)}: "
+                                f"{hint}") from exc
             self.compiled += 1
         entry = (program, specialized.kept, sizes)
         self.programs[key] = entry
         return entry
 
+    def _dim_sizes(self, sizes: dict[str, int]) -> dict[str, int]:
+        """Declared dims naming a symbolic dim, bound to the call's size of that dim."""
+        bound = {}
+        for name, expr in self.named.items():
+            values = {sym: sizes[str(sym)] for sym in expr.free_symbols if str(sym) in sizes}
+            if len(values) == len(expr.free_symbols):
+                bound[name] = int(expr.xreplace(values))
+        return bound
+
     def _reusable(self, gm: torch.fx.GraphModule, static_args: list[Any]) -> Callable | None:
-        key, settings = _tensor_key(static_args), _settings()
+        key, settings = _tensor_key(static_args), _settings(self.config)
         for static in self.statics:
             if static.key == key and static.settings == settings and same_graph(gm, static.gm):
                 return static.program

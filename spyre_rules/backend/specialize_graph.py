@@ -27,7 +27,24 @@ import torch
 from torch.fx import Graph, GraphModule, Node
 from torch.fx.node import map_arg
 
-__all__ = ["Specialized", "specialize", "same_graph", "is_symbolic_value"]
+__all__ = ["Specialized", "specialize", "same_graph", "is_symbolic_value", "value_inputs"]
+
+#: How a graph reads a tensor input's value as a Python scalar (Dynamo passes a
+#: float it does not specialise as a 0-d tensor input and reads it with ``item()``).
+_VALUE_METHODS = ("item", "tolist")
+_VALUE_FUNCTIONS = (torch.Tensor.item, torch.Tensor.tolist, torch.ops.aten._local_scalar_dense.default)
+
+
+def _reads_value(node: Node) -> bool:
+    return (node.op == "call_method" and node.target in _VALUE_METHODS) or \
+        (node.op == "call_function" and node.target in _VALUE_FUNCTIONS)
+
+
+def value_inputs(gm: GraphModule) -> list[int]:
+    """Positions of the tensor inputs whose value the graph reads as a scalar: a
+    specialisation folds that value in, so it is part of what the program is for."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [i for i, p in enumerate(placeholders) if any(_reads_value(u) for u in p.users)]
 
 
 def is_symbolic_value(value: Any) -> bool:
@@ -62,7 +79,16 @@ def specialize(gm: GraphModule, args: Sequence[Any]) -> Specialized:
         graph.erase_node(node)
     out = GraphModule(gm, graph)
     _fold_scalars(out, [args[i] for i in kept])
-    return Specialized(out, kept)
+    # an input read only for its value is folded in: it is no input of the program
+    remaining = []
+    for node, index in zip([n for n in graph.nodes if n.op == "placeholder"], kept):
+        if not node.users and any(_reads_value(u) for u in gm.graph.find_nodes(
+                op="placeholder", target=node.target)[0].users):
+            graph.erase_node(node)
+        else:
+            remaining.append(index)
+    out.recompile()
+    return Specialized(out, remaining)
 
 
 def _replace_with_constant(node: Node, value: Any) -> None:
@@ -87,12 +113,19 @@ _ASSERTS = {torch.ops.aten._assert_scalar.default, torch._check}
 
 
 class _Recorder(torch.fx.Interpreter):
-    def __init__(self, gm: GraphModule) -> None:
+    def __init__(self, gm: GraphModule, real: dict[str, tuple[Any, Any]]) -> None:
         super().__init__(gm)
         self.values: dict[Node, Any] = {}
+        self.real = real  # placeholder name -> (item(), tolist()) of the call's tensor
 
     def run_node(self, n: Node) -> Any:
-        value = super().run_node(n)
+        source = n.args[0] if n.args else None
+        if _reads_value(n) and isinstance(source, Node) and source.name in self.real:
+            # a fake tensor has no value: the call's own, read before entering fake mode
+            item, as_list = self.real[source.name]
+            value = as_list if n.target in ("tolist", torch.Tensor.tolist) else item
+        else:
+            value = super().run_node(n)
         self.values[n] = value
         return value
 
@@ -100,10 +133,14 @@ class _Recorder(torch.fx.Interpreter):
 def _fold_scalars(gm: GraphModule, args: Sequence[Any]) -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    real = {p.name: (a.item() if a.numel() == 1 else None, a.tolist())
+            for p, a in zip(placeholders, args)
+            if isinstance(a, torch.Tensor) and any(_reads_value(u) for u in p.users)}
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         fake_args = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a
                      for a in args]
-        recorder = _Recorder(gm)
+        recorder = _Recorder(gm, real)
         with torch.no_grad():
             recorder.run(*fake_args)
     graph = gm.graph
