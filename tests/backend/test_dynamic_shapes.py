@@ -203,3 +203,13 @@ def test_a_hint_that_does_not_divide_a_new_size_is_an_error(strict):
         r"graph 0/0 specialised to sizes s\d+=9 \(L\['x'\]\.size\(\)\[0\]\): spyre_hint\(slices="
         r"\{'S': 2\}\): count 2 does not divide dim 'S' \(dim 0 of size 9\) of buf0 .*",
         str(raised.value))
+
+
+def test_compile_options_apply_to_every_shape(tmp_path):
+    calls = Calls(lambda x: x.exp() + 1, tmp_path, dynamic=True,
+                  options={"max_specializations": 1, "fallback": "error",
+                           "dump_dir": str(tmp_path)})
+    calls(torch.randn(8 * 64))
+    with pytest.raises(BackendCompileError, match=r"config\.max_specializations = 1"):
+        calls(torch.randn(16 * 64))
+    assert calls.sizes() == [[512]]
