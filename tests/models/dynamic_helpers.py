@@ -49,17 +49,17 @@ class Lengths:
         return {r["span_check"]["status"] for f in self.folders for r in f["plan"]["ops"]}
 
 
-def build(name: str, layers: int = 1) -> torch.nn.Module:
+def build(name: str, layers: int = 1, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """``model_zoo`` model ``name`` with ``layers`` decoder layers (faster compiles)."""
     cls, cfg = model_zoo.MODELS[name]("eager")
     for attr in ("num_hidden_layers", "n_layer"):
         if hasattr(cfg, attr):
             setattr(cfg, attr, layers)
     torch.manual_seed(model_zoo.SEED)
-    return cls(cfg).eval()
+    return cls(cfg).to(dtype).eval()
 
 
-def run_lengths(module: torch.nn.Module, lengths, dynamic=None, tolerance=1e-4, **cfg) -> Lengths:
+def run_lengths(module: torch.nn.Module, lengths, dynamic=None, **cfg) -> Lengths:
     torch._dynamo.reset()
     wrapped = model_zoo.LastHidden(module)
     compiled = torch.compile(wrapped, backend="spyre_rules", dynamic=dynamic)
@@ -78,7 +78,7 @@ def run_lengths(module: torch.nn.Module, lengths, dynamic=None, tolerance=1e-4, 
                 new = [k for k in recent_kernels() if k.serial > before_serial]
                 kernels.extend(new)
                 expected = wrapped(ids)
-                calls.append(Call(length, (out - expected).abs().max().item(), new,
+                calls.append(Call(length, (out.float() - expected.float()).abs().max().item(), new,
                                   sum(k.calls for k in kernels) - before_calls))
         folders = []
         for folder in sorted(Path(dump).iterdir(), key=lambda p: int(p.name.split("_")[1])):

@@ -7,13 +7,16 @@ sequence dim) and under ``dynamic=True``: every call equals eager and runs the
 generated kernels (``fallback='error'``: no eager graph; no host step; every
 access within the span limit, ``span_check='error'``); one program is compiled
 per distinct length, each dump folder naming its length, and the repeated
-lengths compile nothing and run their length's program again."""
+lengths compile nothing and run their length's program again.  BERT (fp32) and
+Qwen2 (fp16, grouped-query attention) with two lengths and a repeat, too."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from dynamic_helpers import build, run_lengths
+from model_helpers import TOLERANCE
 
 pytest.importorskip("transformers")
 
@@ -44,3 +47,13 @@ def test_every_sequence_length_runs_its_own_spyre_program(name, dynamic):
         lengths = LENGTHS
     assert [list(s["sizes"].values()) for s in sizes] == [[n] for n in lengths]
     assert {w for s in sizes for w in s["symbols"].values()} == {"L['ids'].size()[1]"}
+
+
+@pytest.mark.parametrize("name, dtype", [("bert", torch.float32), ("qwen2", torch.float16)])
+def test_other_models_and_dtypes_get_one_program_per_length(name, dtype):
+    run = run_lengths(build(name, dtype=dtype), (8, 20, 8), dynamic=True)
+    assert run.messages == [] and run.host_steps() == []
+    assert [c.max_error <= TOLERANCE[dtype] for c in run.calls] == [True] * 3
+    assert [bool(c.compiled) for c in run.calls] == [True, True, False]
+    assert run.calls[2].kernel_calls == len(run.calls[0].compiled)
+    assert [list(f["sizes"]["sizes"].values()) for f in run.folders] == [[8], [20]]
