@@ -21,6 +21,7 @@ sizes and runs that call eagerly, ``"error"`` raises naming them.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from spyre_rules.backend.specialize_graph import (
     specialize,
     value_inputs,
 )
+from spyre_rules.errors import SpyreRulesError
 from spyre_rules.hints.api import bind_dim_sizes
 from spyre_rules.hints.errors import HintError
 from spyre_rules.ir.errors import BackendCompileError, find_cause
@@ -119,10 +121,14 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
-def _graph_label() -> str:
+def _compile_id() -> Any:
     from torch._guards import CompileContext
 
-    compile_id = CompileContext.current_compile_id()
+    return CompileContext.current_compile_id()
+
+
+def _graph_label() -> str:
+    compile_id = _compile_id()
     return f"graph {compile_id}" if compile_id is not None else "graph <unnamed>"
 
 
@@ -166,6 +172,7 @@ class SpecializingProgram:
                  compile_static: Callable[[torch.fx.GraphModule, list[Any]], Callable]) -> None:
         self.gm = gm
         self.label = _graph_label()
+        self.compile_id = _compile_id()
         self.compile_static = compile_static
         self.symbols = _symbols(gm, example_inputs)
         self.named = _named_sizes(gm)
@@ -205,7 +212,12 @@ class SpecializingProgram:
         return program(*[args[i] for i in kept])
 
     def _specialize(self, key: tuple, args: Sequence[Any]) -> tuple | None:
-        with config.patch(**self.config):
+        from torch._guards import CompileContext, compile_context
+
+        # the graph's Dynamo compile id again, so messages (span check) name the graph
+        context = compile_context(CompileContext(self.compile_id)) \
+            if self.compile_id is not None else contextlib.nullcontext()
+        with config.patch(**self.config), context:
             return self._specialize_now(key, args)
 
     def _specialize_now(self, key: tuple, args: Sequence[Any]) -> tuple | None:
@@ -224,13 +236,11 @@ class SpecializingProgram:
                                  "symbols": {name: w for name, _, _, w in self.symbols}}), \
                         bind_dim_sizes(self._dim_sizes(sizes)):
                     program = self.compile_static(specialized.gm, static_args)
-            except Exception as exc:  # noqa: BLE001 - only a hint error is re-worded
-                hint = find_cause(exc, HintError)
-                if hint is None:
+            except Exception as exc:  # noqa: BLE001 - only our own errors are surfaced
+                own = _own_error(exc, f"{self.label} specialised to sizes {self.describe(sizes)}")
+                if own is None:
                     raise
-                # a hint checked against sizes it never saw: say which sizes
-                raise HintError(f"{self.label} specialised to sizes {self.describe(sizes)}: "
-                                f"{hint}") from exc
+                raise own from None
             self.compiled += 1
         entry = (program, specialized.kept, sizes)
         self.programs[key] = entry
@@ -267,6 +277,19 @@ class SpecializingProgram:
             stacklevel=3,
         )
         return None
+
+
+def _own_error(exc: Exception, where: str) -> BaseException | None:
+    """Our error inside Inductor's wrappers, saying which specialisation raised it
+    (Dynamo does not wrap it: the compile runs at the call); None for any other."""
+    own = find_cause(exc, SpyreRulesError)
+    if own is None:
+        return None
+    if isinstance(own, HintError):
+        # a hint checked against sizes it was not written for: say which sizes
+        return HintError(f"{where}: {own}")
+    own.add_note(f"raised while compiling {where}")
+    return own
 
 
 def specializing_program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],

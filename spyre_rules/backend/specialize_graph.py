@@ -32,7 +32,9 @@ __all__ = ["Specialized", "specialize", "same_graph", "is_symbolic_value", "valu
 #: How a graph reads a tensor input's value as a Python scalar (Dynamo passes a
 #: float it does not specialise as a 0-d tensor input and reads it with ``item()``).
 _VALUE_METHODS = ("item", "tolist")
-_VALUE_FUNCTIONS = (torch.Tensor.item, torch.Tensor.tolist, torch.ops.aten._local_scalar_dense.default)
+_VALUE_FUNCTIONS = (
+    torch.Tensor.item, torch.Tensor.tolist, torch.ops.aten._local_scalar_dense.default,
+)
 
 
 def _reads_value(node: Node) -> bool:

@@ -154,7 +154,8 @@ def test_the_specialisation_limit_follows_fallback(tmp_path, fallback):
                 calls(torch.randn(24 * 64))
         else:
             warned = (r"running this call of graph 0/0 eagerly instead of on the Spyre program: "
-                      r"sizes s\d+=1536 \(L\['x'\]\.size\(\)\[0\]\) are new and graph 0/0 already has 2")
+                      r"sizes s\d+=1536 \(L\['x'\]\.size\(\)\[0\]\) are new and graph 0/0 "
+                      r"already has 2")
             with pytest.warns(UserWarning, match=warned) as seen:
                 assert calls(torch.randn(24 * 64)) == (0, 0)  # eager: nothing compiled, nothing ran
             assert len([w for w in seen if "eagerly" in str(w.message)]) == 1
@@ -192,7 +193,9 @@ def test_a_hint_that_does_not_divide_a_new_size_is_an_error(strict):
             x = torch.randn(s, 64)
             torch._dynamo.mark_dynamic(x, 0)
             calls(x)
-        assert [[op["levels"] for op in p["ops"]] for p in calls.plans()] == [[[[0, 2]], [[0, 2]]]] * 2  # x * 2, exp: 2 tiles of S
+        # x * 2 and exp: 2 tiles of S at 8 and at 12
+        levels = [[op["levels"] for op in p["ops"]] for p in calls.plans()]
+        assert levels == [[[[0, 2]], [[0, 2]]]] * 2
         x = torch.randn(9, 64)
         torch._dynamo.mark_dynamic(x, 0)
         with pytest.raises(HintError) as raised:
@@ -213,3 +216,20 @@ def test_compile_options_apply_to_every_shape(tmp_path):
     with pytest.raises(BackendCompileError, match=r"config\.max_specializations = 1"):
         calls(torch.randn(16 * 64))
     assert calls.sizes() == [[512]]
+
+
+def test_a_span_overflow_of_one_shape_names_the_graph(tmp_path):
+    from spyre_rules.codegen.span_check import SpanCheckError
+
+    calls = Calls(lambda x, y: x + y, tmp_path, dynamic=True)
+    with config.patch(span_check="error", max_span_bytes=8192, dump_dir=str(tmp_path)):
+        x = torch.randn(1, 4, 16, 64, dtype=torch.float16)
+        calls(x, x)  # 8 KiB: fits
+        x = torch.randn(1, 20, 16, 64, dtype=torch.float16)
+        overflow = (r"graph 0/0, kernel sdsc_add_0, op buf0 \(add\): read of tensor arg0_1, "
+                    r"device dim 0 spans 40960")
+        with pytest.raises(SpanCheckError, match=overflow) as raised:
+            calls(x, x)
+    assert re.fullmatch(r"raised while compiling graph 0/0 specialised to sizes s\d+=20 "
+                        r"\(L\['x'\]\.size\(\)\[1\]\)(, s\d+=\d+ \(.*\))*",
+                        raised.value.__notes__[0])
