@@ -242,3 +242,19 @@ def test_argmax_edge_rows_are_exercised():
     _, expected, x = compile_case("argmax_d4_fp32")
     assert expected[:7].tolist() == [0, 64, 256, 0, 0, 511, 507]
     assert bool(x[2].isnan().any())
+
+
+def test_multi_field_accumulators_in_lx_under_lx_planning():
+    """Each field is its own LX buffer (distinct offsets); the result is unchanged."""
+    x = _index_input((16, 512), torch.float32)
+    clear_tensor_dims()
+    declare_tensor_dim("B", 16)
+    declare_tensor_dim("D", 512)
+    name_tensor_dims(x, ["B", "D"])
+    with config.patch(lx_planning=True):
+        compiled = run_spyre(_hinted(lambda t: t.argmax(-1), {"B": 2}, {"D": 4}), x)
+    assert torch.equal(compiled.output, x.argmax(-1))
+    places = {a.name: a.allocation for s in compiled.op_specs() for a in s.args
+              if a.name.startswith("buf0_acc")}
+    assert places == {"buf0_acc": {"lx": 0}, "buf0_acc_index": {"lx": 128},
+                      "buf0_acc_count": {"lx": 256}}
