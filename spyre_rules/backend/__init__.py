@@ -15,7 +15,9 @@ layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 * ``capture``        -- ``capture_operations``;
 * ``meta_device``    -- compiling without running: meta-device graphs as CPU
   graphs, outputs made from recorded shapes;
-* ``options``        -- ``torch.compile(options=...)``: settings for one compiled function.
+* ``options``        -- ``torch.compile(options=...)``: settings for one compiled function;
+* ``specialize`` / ``specialize_graph`` -- a graph with symbolic sizes as one
+  static program per concrete shape (compiled at the call, cached by sizes).
 """
 
 from __future__ import annotations
