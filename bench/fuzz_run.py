@@ -133,8 +133,18 @@ def _flat(value) -> list[torch.Tensor]:
     return [t for v in value for t in _flat(v)]
 
 
+def _claims(program: Program, expected) -> list[str | None]:
+    """Per flattened output, its ``Program.exact`` claim (an output may be a tuple)."""
+    values = expected if len(program.outputs) > 1 else (expected,)
+    claims: list[str | None] = []
+    for var, value in zip(program.outputs, values):
+        claims += [program.exact.get(var)] * len(_flat(value))
+    return claims
+
+
 def compare(program: Program, actual, expected, bound) -> str | None:
     """None when ``actual`` matches ``expected``; otherwise what differs."""
+    claims = _claims(program, expected)
     actual, expected, bound = _flat(actual), _flat(expected), _flat(bound)
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, eager has {len(expected)}"
@@ -165,7 +175,7 @@ def compare(program: Program, actual, expected, bound) -> str | None:
             return (f"output {i}: {n_bad}/{e.numel()} elements off, max |err| "
                     f"{float(diff.max()):.4g} (worst over tol by {worst:.3g} at flat {at}: "
                     f"got {float(ad.flatten()[at]):.6g}, eager {float(ed.flatten()[at]):.6g})")
-        claim = program.exact.get(program.outputs[i]) if i < len(program.outputs) else None
+        claim = claims[i] if i < len(claims) else None
         if claim is not None:
             differ = ~((ad == ed) | (torch.isnan(ad) & torch.isnan(ed)))
             n_differ = int(differ.sum())
