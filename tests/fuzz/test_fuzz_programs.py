@@ -58,10 +58,12 @@ def test_fuzzed_programs_match_eager():
                                 check_paths=True)
     assert sum(sum(c.values()) for c in counts.values()) == COUNT
     assert not failures, f"{len(failures)} failing programs:\n" + "\n".join(failures[:25])
-    # Span-check warnings are expected only where user hints meet a small limit ("mixed":
-    # a user hint wins over automatic tiling and may overflow; the check says so).
-    assert {v for v, found in warned.items() if found} == {"mixed"}
-    assert all(m.startswith("spyre_rules span check: graph ") for m in warned["mixed"])
+    # Span-check warnings come only from the variants run at the program's small limit
+    # ("auto", "mixed": a user hint wins and may overflow, an op the planner cannot tile
+    # stays untiled, a gathered read is deferred; the check says so), never at 256 MiB.
+    assert {v for v, found in warned.items() if found} == {"auto", "mixed"}
+    assert all(m.startswith("spyre_rules span check: graph ")
+               for v in ("auto", "mixed") for m in warned[v])
 
 
 def test_one_variant_mode_covers_every_variant_equally():
