@@ -81,7 +81,7 @@ class Progress:
         self.stream = stream
         self.every = every
         self.start = time.monotonic()
-        self._timer: Any = None
+        self._beat: Any = None
 
     def say(self, text: str) -> None:
         if self.stream is not None:
@@ -90,23 +90,27 @@ class Progress:
     def phase(self, text: str) -> None:
         self.stop()
         self.say(text)
-        if self.stream is not None:
-            import threading
+        if self.stream is None:
+            return
+        import threading
 
-            def beat() -> None:
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.every):
                 self.say(f"  ... still {text.rstrip('.').lower()}")
-                self._timer = threading.Timer(self.every, beat)
-                self._timer.daemon = True
-                self._timer.start()
 
-            self._timer = threading.Timer(self.every, beat)
-            self._timer.daemon = True
-            self._timer.start()
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        self._beat = (done, thread)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        # Joined, so no heartbeat writes to the stream once the command has returned.
+        if self._beat is not None:
+            done, thread = self._beat
+            done.set()
+            thread.join()
+            self._beat = None
 
 
 def _find_error(exc: BaseException) -> str:
@@ -121,38 +125,59 @@ def _find_error(exc: BaseException) -> str:
 
 def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
                dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
-               out: Path | None = None, progress: Any = None) -> dict[str, Any]:
+               out: Path | None = None, progress: Any = None,
+               automatic_tiling: bool = True) -> dict[str, Any]:
     """Build ``model`` on the meta device, compile it, and report the plan.
+
+    ``automatic_tiling=False`` (benchmarks): every op compiles untiled, so code
+    generation and the span check see every op at its full size.
 
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = load_config(model)
     steps = Progress(progress)
+    try:
+        return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps,
+                     automatic_tiling)
+    finally:
+        steps.stop()
+
+
+def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | None, dtype: str,
+          max_span_bytes: int, out: Path | None, steps: Progress,
+          automatic_tiling: bool) -> dict[str, Any]:
     steps.phase(f"building {label} on the meta device")
     import torch
 
     torch_dtype = getattr(torch, DTYPES[dtype])
+    started = time.perf_counter(), time.process_time()
     net = _build(data, layers, torch_dtype)
+    built = time.perf_counter(), time.process_time()
     config = net.config
     report: dict[str, Any] = {
         "model": label, "model_type": data["model_type"], "seq": seq, "batch": batch,
         "layers": int(config.num_hidden_layers), "dtype": DTYPES[dtype],
-        "max_span_bytes": max_span_bytes,
+        "max_span_bytes": max_span_bytes, "automatic_tiling": automatic_tiling,
     }
     with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
         folder = Path(out) if out is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         before = {p.name for p in folder.iterdir()}
-        report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps)
+        report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps,
+                                   automatic_tiling)
+        done = time.perf_counter(), time.process_time()
+        # wall and CPU seconds (CPU time is the steadier figure on a shared machine)
+        report["seconds"] = {"build": [round(b - a, 3) for a, b in zip(started, built)],
+                             "compile": [round(b - a, 3) for a, b in zip(built, done)]}
         steps.phase("reading the plan")
         report["graphs"] = [_graph_report(p) for p in sorted(folder.iterdir())
                             if p.is_dir() and p.name not in before]
         if out is not None:
             report["out"] = str(folder)
-    steps.stop()
     return _verdict(report)
 
 
-def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Progress) -> str | None:
+def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Progress,
+             automatic_tiling: bool) -> str | None:
     import warnings
 
     import torch
@@ -162,7 +187,8 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
 
     hide_cache_off_warning()
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=False, ignore_wsr_hints=False,
+    settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=not automatic_tiling,
+                    ignore_wsr_hints=False,
                     coarse_tiling=True, fallback="error", span_check="warn", dump_dir=str(folder))
     torch._dynamo.reset()
     steps.phase("tracing and compiling (Dynamo, Inductor, planner, codegen, span check)")
