@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import warnings
 from pathlib import Path
 
 # Fuzz the tree this file lives in, not whatever spyre_rules is installed.
@@ -58,6 +59,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
+from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflowWarning  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
@@ -95,6 +97,8 @@ class Result:
     outcome: str
     message: str = ""
     error: str = ""  # exception class (refusal, run-time error, crash)
+    #: the span check's warnings of the run (a user hint may overflow: it wins, the check warns)
+    span_warnings: tuple[str, ...] = ()
 
 
 def variant_settings(program: Program, variant: str) -> dict:
@@ -195,7 +199,21 @@ def _error_text(exc: BaseException) -> str:
 def run_variant(program: Program, variant: str, check_paths: bool = False) -> Result:
     """Compile, run once, judge against eager; with ``check_paths`` an equal program
     is also run on the executor's general and structured paths (``fuzz_paths``),
-    which must agree byte for byte (a difference is a wrong result of one of them)."""
+    which must agree byte for byte (a difference is a wrong result of one of them).
+    The span check's warnings become the result's ``span_warnings``; any other
+    warning passes through."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = _run_variant(program, variant, check_paths)
+    span = (SpanOverflowWarning, IndirectReadSpanWarning)
+    for w in seen:
+        if not issubclass(w.category, span):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return dataclasses.replace(result, span_warnings=tuple(
+        str(w.message) for w in seen if issubclass(w.category, span)))
+
+
+def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
     hinted = variant in ("manual", "mixed")
     ns = _namespace(program)
     fn = ns["f_hinted" if hinted else "f_plain"]

@@ -47,15 +47,23 @@ def _clean_state(fresh_dims):
 
 def test_fuzzed_programs_match_eager():
     failures: list[str] = []
+    warned: dict[str, list[str]] = collections.defaultdict(list)
 
     def collect(program, result):
         if result.outcome in (*fuzz_run.FAILURES, "skipped"):  # skipped: eager itself fails
             failures.append(fuzz_programs.failure_line(program, result))
+        warned[result.variant].extend(result.span_warnings)
 
     counts = fuzz_programs.fuzz(SEED, COUNT, VARIANTS, one_variant=True, on_result=collect,
                                 check_paths=True)
     assert sum(sum(c.values()) for c in counts.values()) == COUNT
     assert not failures, f"{len(failures)} failing programs:\n" + "\n".join(failures[:25])
+    # Span-check warnings come only from the variants run at the program's small limit
+    # ("auto", "mixed": a user hint wins and may overflow, an op the planner cannot tile
+    # stays untiled, a gathered read is deferred; the check says so), never at 256 MiB.
+    assert {v for v, found in warned.items() if found} == {"auto", "mixed"}
+    assert all(m.startswith("spyre_rules span check: graph ")
+               for v in ("auto", "mixed") for m in warned[v])
 
 
 def test_one_variant_mode_covers_every_variant_equally():
@@ -240,3 +248,9 @@ def test_sigmoid_of_a_padded_stick_view_gives_the_same_bytes_on_both_paths(key):
     variant = VARIANTS[key[1] % len(VARIANTS)]
     result = fuzz_run.run_variant(program, variant, check_paths=True)
     assert result.outcome == "equal", result
+    # (31, 115): the user hints leave spans over the program's small limit ("mixed"):
+    # the check warns once per overflowing access
+    assert variant == ("mixed" if key == (31, 115) else "untiled")
+    assert len(result.span_warnings) == (7 if key == (31, 115) else 0)
+    assert all(" over the limit of " in m and "planner decision: " in m
+               for m in result.span_warnings)
