@@ -69,3 +69,16 @@ def test_support_matrix_names_the_reductions_the_policy_splits():
     assert [k.replace("batchmatmul", "matmul").replace("welford_reduce", "welford") for k in kinds] \
         == ["sum", "matmul", "max", "min", "any", "argmax", "argmin", "welford"]
     assert 'kind == "prod" and output_dtype(op) in {"int32", "int64", "bool"}' in rule
+
+
+def test_repository_layout_names_every_folder():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Repository layout", 1)[1].split("```", 2)[1]
+    named = {line.split()[0] for line in block.splitlines() if line.strip()}
+    top = {f"{p.name}/" for p in ROOT.iterdir()
+           if p.is_dir() and not p.name.startswith((".", "__")) and p.name not in ("build", "dist")
+           and not p.name.endswith(".egg-info")}
+    package = {f"{p.name}/" for p in (ROOT / "spyre_rules").iterdir()
+               if p.is_dir() and not p.name.startswith("__")}
+    assert top - named == set() and package - named == set()
+    assert {n for n in named if n.endswith("/")} <= top | package
