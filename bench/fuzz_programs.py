@@ -85,6 +85,29 @@ def failure_line(program, result) -> str:
             f"{result.message} || {program.op_text()}")
 
 
+def span_outcomes(result) -> collections.Counter:
+    """Span-check tallies of one automatically tiled result: compiled, compiled with
+    every access fitting, and span-check warnings the op's decision does not answer."""
+    c: collections.Counter = collections.Counter()
+    if result.variant == "auto" and result.outcome in ("equal", "wrong"):
+        c["compiled"] += 1
+        c["fits"] += not result.span_warnings
+        c["silent"] += len(result.silent_overflows)
+    return c
+
+
+def span_line(spans: collections.Counter) -> str:
+    share = spans["fits"] / spans["compiled"] if spans["compiled"] else 0.0
+    return (f"auto: {spans['fits']} of {spans['compiled']} compiled programs ({share:.1%}) have every "
+            f"access within the span limit; {spans['silent']} span-check warning(s) of an op whose "
+            "decision says no span exceeds the limit")
+
+
+def disagreement_line(program, result, warning: str) -> str:
+    return (f"DISAGREE {program.key} {result.variant}: the span check flags an access the decision "
+            f"says fits: {warning} || {program.op_text()}")
+
+
 def replay(key: str, variants: tuple[str, ...], check_paths: bool = False) -> int:
     seed, index = (int(p) for p in key.split(":"))
     program = generate(seed, index)
@@ -122,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
     failures = skipped = 0
     counts = {v: collections.Counter() for v in variants}
+    spans = collections.Counter()
     done = {"programs": 0, "last": None}
 
     def report(program, result):
@@ -130,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if done["last"] != program.key:
             done["programs"] += 1
             done["last"] = program.key
+        spans.update(span_outcomes(result))
         if result.outcome in fuzz_run.FAILURES:
             failures += 1
             print(failure_line(program, result), flush=True)
@@ -140,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.refusals and result.outcome == "refused":
             print(f"REFUSED {program.key} {result.variant} {result.error}: {result.message}",
                   flush=True)
+        for warning in result.silent_overflows:
+            failures += 1
+            print(disagreement_line(program, result, warning), flush=True)
 
     start = time.perf_counter()
     try:
@@ -153,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
           "replay one with --replay SEED:INDEX")
     for line in summary_lines(counts):
         print(line)
+    print(span_line(spans))
     return 1 if failures or skipped else 0
 
 

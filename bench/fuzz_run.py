@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 import sys
 from pathlib import Path
 
@@ -59,6 +60,7 @@ import torch.nn.functional as F  # noqa: E402
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
+from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflowWarning  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
@@ -94,6 +96,15 @@ class Result:
     outcome: str
     message: str = ""
     error: str = ""  # exception class (refusal, run-time error, crash)
+    #: the span check's overflow warnings of a compiled program (SpanOverflowWarning text)
+    span_warnings: tuple[str, ...] = ()
+
+    @property
+    def silent_overflows(self) -> tuple[str, ...]:
+        """Span-check warnings whose op's decision says nothing overflows: the planner and
+        the span check disagree (every overflow must be answered by the decision)."""
+        return tuple(w for w in self.span_warnings
+                     if "planner decision: no plan: no span exceeds the limit" in w)
 
 
 def variant_settings(program: Program, variant: str) -> dict:
@@ -204,7 +215,9 @@ def run_variant(program: Program, variant: str, check_paths: bool = False) -> Re
         # the executor's many small ops would pay that check (a third of the run time).
         # It only warns and never changes a value.
         with torch.no_grad(), config.patch(**variant_settings(program, variant)), \
-                torch._functorch.config.patch(check_custom_op_aliasing=False):
+                torch._functorch.config.patch(check_custom_op_aliasing=False), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SpanOverflowWarning)
             compiled = torch.compile(fn, backend=backend, dynamic=False)
             before = fuzz_paths.newest_kernel_serial()
             actual = compiled(*inputs)
@@ -216,9 +229,12 @@ def run_variant(program: Program, variant: str, check_paths: bool = False) -> Re
         return _classify(variant, phase, exc)
     if phase["state"] == "trace":
         return Result(variant, "crash", "the backend was never called", "")
+    spans = tuple(str(w.message) for w in caught
+                  if issubclass(w.category, SpanOverflowWarning)
+                  and not issubclass(w.category, IndirectReadSpanWarning))
     if message is None:
-        return Result(variant, "equal")
-    return Result(variant, "wrong", message)
+        return Result(variant, "equal", span_warnings=spans)
+    return Result(variant, "wrong", message, span_warnings=spans)
 
 
 def _classify(variant: str, phase: dict, exc: BaseException) -> Result:
