@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one variant per program (index %% 4), as the test suite does")
     parser.add_argument("--replay", metavar="SEED:INDEX")
     parser.add_argument("--refusals", action="store_true", help="print clean refusals too")
+    parser.add_argument("--overflows", action="store_true",
+                        help="print every span-check warning of a compiled program too")
     parser.add_argument("--both-paths", action="store_true",
                         help="also compare the executor's general and structured paths")
     args = parser.parse_args(argv)
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.refusals and result.outcome == "refused":
             print(f"REFUSED {program.key} {result.variant} {result.error}: {result.message}",
                   flush=True)
+        if args.overflows:
+            for warning in result.span_warnings:
+                print(f"OVERFLOW {program.key} {result.variant}: {warning}", flush=True)
         for warning in result.silent_overflows:
             failures += 1
             print(disagreement_line(program, result, warning), flush=True)

@@ -279,7 +279,47 @@ def _witness_points(moduli: frozenset[int], r: int) -> set[int]:
     return points
 
 
-_Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int]]
+#: (symbols, interval function, Mod moduli, breakpoint periods of a piecewise-linear term)
+_Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int], frozenset[int] | None]
+
+#: breakpoints evaluated jointly per piecewise-linear term; beyond, the interval bound stands
+MAX_BREAKPOINTS = 4096
+
+
+def _linear_periods(parts: Sequence[sympy.Expr], s: sympy.Symbol) -> frozenset[int] | None:
+    """The periods M of a term in ``s`` that is linear between multiples of its moduli:
+    every part is a constant times ``s``, ``Mod(s, M)`` or ``floor(s/M)`` (each of
+    those is linear in ``s`` on every ``[kM, (k+1)M)``).  None for anything else --
+    a product of varying factors, a non-bare Mod dividend (which makes the whole
+    coordinate unbounded anyway), a Min/Max."""
+    periods: set[int] = set()
+    for part in parts:
+        _, atom = part.as_coeff_Mul()
+        if atom == s:
+            continue
+        if isinstance(atom, sympy.Mod) and atom.args[0] == s and atom.args[1].is_Integer:
+            periods.add(int(atom.args[1]))
+            continue
+        if isinstance(atom, sympy.floor):
+            (arg,) = atom.args
+            c, rest = arg.as_coeff_Mul()
+            if rest == s and c.is_Rational and c > 0 and c.p == 1:
+                periods.add(int(c.q))
+                continue
+        return None
+    return frozenset(m for m in periods if m > 0)
+
+
+def _breakpoints(periods: frozenset[int], r: int) -> set[int] | None:
+    """Both sides of every multiple of each period inside ``[0, r)``, and the endpoints:
+    where a term linear between them takes its extremes."""
+    if sum(2 * ((r - 1) // m) for m in periods) > MAX_BREAKPOINTS:
+        return None
+    points = {0, r - 1}
+    for m in periods:
+        for k in range(m, r, m):
+            points.update((k - 1, k))
+    return points
 
 
 @lru_cache(maxsize=8192)
@@ -309,20 +349,28 @@ def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
             if moduli:
                 moduli.add(math.lcm(*moduli))
             fn: IvFn = lambda box, fs=fs: _add([f(box) for f in fs])  # noqa: E731
-            out.append((tuple(sorted(syms, key=lambda s: s.name)), fn, frozenset(moduli)))
+            periods = _linear_periods(parts, next(iter(syms))) if len(syms) == 1 else None
+            out.append((tuple(sorted(syms, key=lambda s: s.name)), fn, frozenset(moduli), periods))
     except _Unbounded:
         return None
     return tuple(out)
 
 
 def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int]) -> tuple[Num, Num, bool]:
-    syms, fn, moduli = component
+    syms, fn, moduli, periods = component
     lo, hi, d = fn({s: (0, ranges[s] - 1) for s in syms})
     if d is not None:
         return lo, hi, True
     if len(syms) != 1:
         return lo, hi, False
     (s,) = syms
+    # A term linear between multiples of its periods (Mod(h, 64) + Mod(h, 128)) takes
+    # its extremes at those breakpoints or the endpoints: evaluated jointly, the
+    # whole term's exact range (the interval bound adds each part's own extremes).
+    points = _breakpoints(periods, ranges[s]) if periods is not None else None
+    if points is not None:
+        seen = [fn({s: (p, p)})[0] for p in points]
+        return min(seen), max(seen), True
     # witnesses are values the term really takes; reaching both ends proves exactness
     seen = [fn({s: (p, p)})[0] for p in _witness_points(moduli, ranges[s])]
     return lo, hi, (min(seen) == lo and max(seen) == hi)
