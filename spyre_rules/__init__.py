@@ -53,14 +53,17 @@ def _register_backend() -> None:
     """
     from torch._dynamo.backends import registry
 
+    from spyre_rules.backend.logs import register
+
+    register()  # TORCH_LOGS="spyre_rules" names our logger hierarchy
     name = "spyre_rules"
     if name in registry._COMPILER_FNS or registry._BACKENDS.get(name) is not None:
         return
 
-    def spyre_rules(gm: Any, example_inputs: Any) -> Any:
-        from spyre_rules.backend.compile import spyre_rules_backend
+    def spyre_rules(gm: Any, example_inputs: Any, options: Any = None) -> Any:
+        from spyre_rules.backend import spyre_rules_backend
 
-        return spyre_rules_backend(gm, example_inputs)
+        return spyre_rules_backend(gm, example_inputs, options)
 
     registry.register_backend(compiler_fn=spyre_rules, name=name)
 

@@ -243,7 +243,11 @@ def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
     axis (a per-tile buffer's: its scratch)."""
     key = tile.scratch_of
     if key is not None:
-        return scratches[key]
+        # the reader's view is the store's (``same_view``); a one-point store of a
+        # rank-0 op is read as a point broadcast over the reader's block rank. The
+        # scratch itself is returned otherwise: NaN-check chains know it by identity.
+        buffer = scratches[key]
+        return buffer if buffer.dim() == len(tile.sizes) + 1 else buffer.view(n, *tile.sizes)
     view = tile.view
     return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
                                       view.start + first * tile.step)
