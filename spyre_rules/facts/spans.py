@@ -47,6 +47,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sympy
 
+from spyre_rules.facts.breakpoints import breakpoints as _breakpoints
+from spyre_rules.facts.breakpoints import linear_periods as _linear_periods
+
 __all__ = [
     "DimSpan",
     "SpanBound",
@@ -281,46 +284,6 @@ def _witness_points(moduli: frozenset[int], r: int) -> set[int]:
 
 #: (symbols, interval function, Mod moduli, breakpoint periods of a piecewise-linear term)
 _Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int], frozenset[int] | None]
-
-#: breakpoints evaluated jointly per piecewise-linear term; beyond, the interval bound stands
-MAX_BREAKPOINTS = 4096
-
-
-def _linear_periods(parts: Sequence[sympy.Expr], s: sympy.Symbol) -> frozenset[int] | None:
-    """The periods M of a term in ``s`` that is linear between multiples of its moduli:
-    every part is a constant times ``s``, ``Mod(s, M)`` or ``floor(s/M)`` (each of
-    those is linear in ``s`` on every ``[kM, (k+1)M)``).  None for anything else --
-    a product of varying factors, a non-bare Mod dividend (which makes the whole
-    coordinate unbounded anyway), a Min/Max."""
-    periods: set[int] = set()
-    for part in parts:
-        _, atom = part.as_coeff_Mul()
-        if atom == s:
-            continue
-        if isinstance(atom, sympy.Mod) and atom.args[0] == s and atom.args[1].is_Integer:
-            periods.add(int(atom.args[1]))
-            continue
-        if isinstance(atom, sympy.floor):
-            (arg,) = atom.args
-            c, rest = arg.as_coeff_Mul()
-            if rest == s and c.is_Rational and c > 0 and c.p == 1:
-                periods.add(int(c.q))
-                continue
-        return None
-    return frozenset(m for m in periods if m > 0)
-
-
-def _breakpoints(periods: frozenset[int], r: int) -> set[int] | None:
-    """Both sides of every multiple of each period inside ``[0, r)``, and the endpoints:
-    where a term linear between them takes its extremes."""
-    if sum(2 * ((r - 1) // m) for m in periods) > MAX_BREAKPOINTS:
-        return None
-    points = {0, r - 1}
-    for m in periods:
-        for k in range(m, r, m):
-            points.update((k - 1, k))
-    return points
-
 
 @lru_cache(maxsize=8192)
 def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
