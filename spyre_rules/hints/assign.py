@@ -138,19 +138,25 @@ def assign_dim_hints(graph: Any) -> None:
     setattr(graph, _DONE_ATTR, True)
 
 
+def _loops(levels: tuple[tuple[int, str, int], ...]) -> tuple[tuple[int, str, int], ...]:
+    """The levels that loop: a split of 1 is no loop (``slices={"B": 1}`` on a size-1 dim
+    Inductor squeezed away names nothing and needs nothing)."""
+    return tuple(lv for lv in levels if lv[2] != 1)
+
+
 def _stamp(
     ops: list[Any], annotations: dict[str, HintAnnotations], dims: dict[str, OpDims]
 ) -> None:
     dense: dict[int, int] = {}
     for op in ops:
-        for raw_id, _, _ in annotations[op.get_name()].levels:
+        for raw_id, _, _ in _loops(annotations[op.get_name()].levels):
             dense.setdefault(raw_id, len(dense))
     declared = declared_tensor_dims()
     resolved: dict[int, bool] = {}
     members: dict[int, list[str]] = {}
     levels_of: dict[int, tuple[str, int]] = {}
     for op in ops:
-        levels = annotations[op.get_name()].levels
+        levels = _loops(annotations[op.get_name()].levels)
         if not levels:
             continue
         hints = _resolve(op, dims[op.get_name()], levels, dense, declared)

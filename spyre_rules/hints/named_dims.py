@@ -45,6 +45,7 @@ from spyre_rules.hints.api import (
     LEVELS_KEY,
     NAMED_DIMS_KEY,
     bound_input_dim_names,
+    declare_tensor_dim,
     declared_tensor_dims,
 )
 from spyre_rules.hints.errors import HintError
@@ -173,8 +174,13 @@ def _bare_symbol(coord: Any, ranges: Mapping[Any, Any]) -> sympy.Symbol | None:
 
 
 def _symbol_names(graph: Any, op: Any, reads: Any, known: Mapping[str, Names]) -> dict[Any, str]:
-    """Loop symbol -> dim name, from the reads of named buffers."""
+    """Loop symbol -> dim name, from the reads of named buffers.
+
+    A symbol two reads name differently (q's ``Lq`` and v's ``Lk`` on one loop dim of
+    ``q + v``) gets no name: only a dim a hint tiles needs one, and a hint naming
+    either then matches no dim of this op (that error names the op)."""
     names_of: dict[Any, str] = {}
+    disputed: set[Any] = set()
     for dep in reads:
         if not isinstance(dep, MemoryDep) or dep.name not in known:
             continue
@@ -193,11 +199,8 @@ def _symbol_names(graph: Any, op: Any, reads: Any, known: Mapping[str, Names]) -
                 continue
             previous = names_of.setdefault(sym, name)
             if previous != name:
-                raise HintError(
-                    f"{op_description(op)} uses one loop dim as dim {previous!r} and as dim "
-                    f"{name!r} (reading {dep.name} dim {d}); named dims must agree"
-                )
-    return names_of
+                disputed.add(sym)
+    return {sym: name for sym, name in names_of.items() if sym not in disputed}
 
 
 def _op_dims(graph: Any, op: Any, known: Mapping[str, Names]) -> OpDims:
@@ -269,12 +272,11 @@ def _apply_named_dims(op: Any, dims: OpDims, named: Names) -> OpDims:
     for d, name in enumerate(named):
         if name is None:
             continue
-        if name not in declared:
-            raise HintError(
-                f"spyre_hint(named_dims={list(named)}) names dim {d} of {op_description(op)} "
-                f"{name!r}, which is not declared (declared dims: "
-                f"{', '.join(sorted(declared)) or 'none'})"
-            )
+        if name not in declared and d < len(sizes):
+            # a name never declared is registered with the size it names (as
+            # declare_tensor_dim would): named_dims alone is enough to hint it
+            declare_tensor_dim(name, sizes[d])
+            declared[name] = sizes[d]
         if declared[name] != sizes[d]:
             raise HintError(
                 f"spyre_hint(named_dims={list(named)}) names dim {d} of {op_description(op)} "
