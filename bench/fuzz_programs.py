@@ -8,8 +8,12 @@ and mixed (hints + automatic) -- with ``torch.compile(backend=...)`` and
 (``bench/fuzz_run.py`` documents the outcomes and the tolerance).
 
 Output: one line per failure (``FAIL seed:index variant outcome error: message``
-followed by the program on one line), then as the last six lines a table of
-outcome counts per variant.  Exit code 1 if any program is wrong, stops at run
+followed by the program on one line), one ``DISAGREE`` line per span-check warning
+of an op whose decision says no span exceeds the limit (the planner and the span
+check must measure the same accesses: also a failure), then a table of outcome
+counts per variant and, last, the share of automatically tiled programs that
+compiled with every access within the span limit (``--overflows`` prints each
+span-check warning).  Exit code 1 if any program is wrong, stops at run
 time or crashes; clean refusals are counted, not failures.
 
 ``--replay SEED:INDEX [--variant V]`` prints a standalone script for that
