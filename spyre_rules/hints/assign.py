@@ -47,6 +47,7 @@ from spyre_rules.hints.named_dims import (
     input_dim_names,
     origin_annotations,
     propagate_named_dims,
+    where_name_was_lost,
 )
 
 __all__ = ["DimHint", "assign_dim_hints", "hints_to_coarse_tile_groups", "hintable_ops"]
@@ -132,10 +133,24 @@ def assign_dim_hints(graph: Any) -> None:
             any(a.levels or a.named_dims is not None for a in annotations.values()):
         with V.set_graph_handler(graph):
             dims = propagate_named_dims(graph, ops, annotations, inputs, named_in_graph)
-        _stamp(ops, annotations, dims)
+        try:
+            _stamp(ops, annotations, dims)
+        except _Unmatched as err:
+            with V.set_graph_handler(graph):
+                lost = where_name_was_lost(graph, ops, err.name, inputs, dims)
+            raise HintError(err.message + (f"; {lost}" if lost else "")) from None
         with V.set_graph_handler(graph):
             _check_tiles_translate(ops)
     setattr(graph, _DONE_ATTR, True)
+
+
+class _Unmatched(Exception):
+    """A hint level that names no dim of its ops (re-raised as a HintError that says
+    where the name was lost, when an op dropped it)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name, self.message = name, message
 
 
 def _loops(levels: tuple[tuple[int, str, int], ...]) -> tuple[tuple[int, str, int], ...]:
@@ -168,7 +183,7 @@ def _stamp(
     for hint_id, ok in resolved.items():
         if not ok:
             name, count = levels_of[hint_id]
-            raise HintError(
+            raise _Unmatched(name,
                 f"{_hint_text(name, count)} matches no dim named {name!r} on its ops "
                 f"{members[hint_id]}; name the input dims with name_tensor_dims or "
                 "spyre_hint(named_dims=...)"

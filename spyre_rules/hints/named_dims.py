@@ -343,3 +343,39 @@ def propagate_named_dims(
                 f"created in it have rank {', '.join(map(str, ranks))}"
             )
     return result
+
+
+def where_name_was_lost(graph: Any, ops: list[Any], name: str, inputs: Mapping[str, Names],
+                        dims: Mapping[str, OpDims]) -> str | None:
+    """The first op (graph order) that reads a dim named ``name`` and carries no dim of
+    that name, and why: it reads only part of the dim (a slice) or through an index that
+    mixes it with other dims (a view, a reshape).  None when no op drops it.  Needs
+    ``V.graph`` set to ``graph``."""
+    known: dict[str, Names] = dict(inputs)
+    for op in ops:
+        own = dims.get(op.get_name())
+        for dep in op.get_read_writes().reads:
+            names = known.get(getattr(dep, "name", None))
+            if not isinstance(dep, MemoryDep) or names is None or name not in names:
+                continue
+            if own is not None and name in own.out_names + own.red_names:
+                continue
+            d = names.index(name)
+            geometry = _buffer_geometry(graph, dep.name)
+            coords = _coords(*geometry, dep) if geometry is not None else None
+            size = geometry[0][d] if geometry is not None else None
+            coord = coords[d] if coords is not None and d < len(coords) else None
+            sym = _bare_symbol(coord, dep.ranges) if coord is not None else None
+            if sym is not None and size is not None and int(dep.ranges[sym]) != size:
+                why = (f"it reads {int(dep.ranges[sym])} of its {size} values (a slice keeps no "
+                       "name: the tiles would not be the named dim's)")
+            elif sym is None and coord is not None:
+                why = (f"it reads it through {coord}, an index that is not the dim itself (a "
+                       "view, reshape or offset slice keeps no name)")
+            else:
+                why = "its loop dims cannot be matched to that dim"
+            return (f"the name {name!r} was lost at {op_description(op)}, reading dim {d} of "
+                    f"{dep.name}: {why}")
+        if own is not None and any(n is not None for n in own.out_names):
+            known[op.get_name()] = own.out_names
+    return None

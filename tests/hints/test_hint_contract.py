@@ -69,3 +69,39 @@ def test_names_need_to_agree_only_on_the_tiled_dims():
         compiled = run_spyre(f, q, v)
     torch.testing.assert_close(compiled.output, f(q, v), rtol=1e-5, atol=1e-5)
     assert _loops(compiled) == [2]
+
+
+def _lost_name_error(f):
+    from spyre_rules.hints import HintError
+    from spyre_rules.ir.errors import find_cause
+
+    declare_tensor_dim("B", 2)
+    declare_tensor_dim("H", 16)
+    x = name_tensor_dims(torch.randn(2, 16, 64), ["B", "H", None])
+
+    def g(t):
+        with spyre_hint(slices={"H": 4}):
+            return f(t)
+
+    try:
+        run_spyre(g, x)
+    except Exception as exc:  # noqa: BLE001 - Dynamo wraps the HintError
+        return str(find_cause(exc, HintError))
+    raise AssertionError("compiled")
+
+
+def test_a_name_lost_through_a_slice_says_where():
+    assert _lost_name_error(lambda t: t[:, 2:9] * 2) == (
+        "spyre_hint(slices={'H': 4}) matches no dim named 'H' on its ops ['buf0']; name the input "
+        "dims with name_tensor_dims or spyre_hint(named_dims=...); the name 'H' was lost at buf0 "
+        "(aten ops: mul.Tensor, slice.Tensor), reading dim 1 of arg0_1: it reads it through d1 + 2, "
+        "an index that is not the dim itself (a view, reshape or offset slice keeps no name)")
+
+
+def test_a_name_lost_through_a_reshape_says_where():
+    assert _lost_name_error(lambda t: t.reshape(2, 4, 256) * 2) == (
+        "spyre_hint(slices={'H': 4}) matches no dim named 'H' on its ops ['buf0']; name the input "
+        "dims with name_tensor_dims or spyre_hint(named_dims=...); the name 'H' was lost at buf0 "
+        "(aten ops: mul.Tensor, reshape.default), reading dim 1 of arg0_1: it reads it through "
+        "4*d1 + floor(d2/64), an index that is not the dim itself (a view, reshape or offset slice "
+        "keeps no name)")
