@@ -59,8 +59,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
-from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflowWarning  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
+from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflowWarning  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
@@ -99,6 +99,13 @@ class Result:
     error: str = ""  # exception class (refusal, run-time error, crash)
     #: the span check's warnings of the run (a user hint may overflow: it wins, the check warns)
     span_warnings: tuple[str, ...] = ()
+
+    @property
+    def silent_overflows(self) -> tuple[str, ...]:
+        """Span-check warnings whose op's decision says nothing overflows: the planner and
+        the span check disagree (every overflow must be answered by the decision)."""
+        return tuple(w for w in self.span_warnings
+                     if "planner decision: no plan: no span exceeds the limit" in w)
 
 
 def variant_settings(program: Program, variant: str) -> dict:
