@@ -35,8 +35,7 @@ def test_an_unsupported_decision_is_freed_without_the_collector(add_then_normali
         ("buf0", "plan"), ("buf1", "plan"), ("buf2", "no plan"), ("buf3", "unsupported")]
     refused = decisions[3]
     assert refused.reason == ("Cannot auto-tile buf3: no legal split of host dims [1]: every split "
-                              "count breaks exact division, stick alignment, the Reduction tile "
-                              "extent or the cap of 64")
+                              "count breaks exact division, stick alignment or the cap of 64")
     error = refused.error
     assert isinstance(error, Unsupported) and str(error) == refused.reason
     assert error.__traceback__ is None

@@ -100,6 +100,10 @@ def test_keep_reductions_out_of_pointwise_runs(policy):
          "join run_tiles_agree\n    when is_pointwise(op) and carried is known"),
         ("conform carried_to_open_run\n    when carried is known",
          "conform carried_to_open_run\n    when is_pointwise(op) and carried is known"),
+        ("refine run_to_own_split\n    when refined is known",
+         "refine run_to_own_split\n    when is_pointwise(op) and refined is known"),
+        ("when is_reduction(op) and run_producers != [] and run_reads_fit and plans_output_levels_only",
+         "when is_pointwise(op) and run_producers != [] and run_reads_fit and plans_output_levels_only"),
         ("when is_reduction(op) and run_producers != [] and run_reads_fit",
          "when is_pointwise(op) and run_producers != [] and run_reads_fit")]})
     with without_hints(ops), config.patch(**on), pytest.raises(spyre_rules.Unsupported) as info:

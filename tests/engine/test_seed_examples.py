@@ -35,7 +35,7 @@ from helpers import (
 MiB = 1 << 20
 LIMIT = 256 * MiB
 NO_LEGAL_SPLIT = ("Cannot auto-tile buf0: no legal split of host dims {dims}: every split count "
-                  "breaks exact division, stick alignment, the Reduction tile extent or the cap of 64")
+                  "breaks exact division, stick alignment or the cap of 64")
 
 
 def decide(ops, name=None, **cfg):
@@ -132,16 +132,19 @@ def test_2_indirect_read_returns_none():
 def test_3_reduction_output_span_overflow():
     """x.sum(dim=1), x (20, 2, 16, 64), 8 KiB: out (20, 16, 64) is [16, 1, 20, 64];
     its coordinate d1 spans 16 * 1280 * 2 = 40960 bytes (host dim 1), and so does
-    the input's (the reduction coordinate of x is skipped).  Host dim 1 (16) may
-    split 2, 4, 8 (16 would leave Reduction tiles of extent 1); 8 is the first
-    with 2 * 1280 * 2 = 5120 <= 8192 on both views."""
+    the input's.  The reduction coordinate of x (the 2 reduced rows, 81920 bytes)
+    is a reduction_span candidate on split dim 3: a split of 2 leaves tiles of one
+    row, legal since codegen keeps a tiled unit dim's symbol.  Host dim 1 (16) may
+    split 2, 4, 8 or 16; 8 is the first with 2 * 1280 * 2 = 5120 <= 8192 on both
+    views, the reduction level of 2 inside it."""
     ops = capture("sum1", lambda x: x.sum(dim=1), torch.randn(20, 2, 16, 64, dtype=FP16))
     d = decide(ops, max_span_bytes=8192)
     assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
-        ("output_span", 1, 40960), ("input_span", 1, 40960)]
+        ("output_span", 1, 40960), ("input_span", 1, 40960), ("reduction_span", 3, 81920)]
     plan = plan_of(ops, max_span_bytes=8192)
-    assert plan.splits == ((1, 8),)
-    assert plan.reason == "input span overflow for arg0_1; output span overflow"
+    assert plan.splits == ((1, 8), (3, 2))
+    assert plan.reason == ("input span overflow for arg0_1; output span overflow; "
+                           "reduction-controlled input span for arg0_1")
 
 
 # ------------------------------------------------ 4. reduction input by output
@@ -415,12 +418,12 @@ def test_more_than_three_overflowing_host_dims_is_unsupported():
 
 def test_no_legal_divisor_17():
     """(1, 17, 16, 64) at 32 KiB (docs/layout_model.md §6.5): span 17 * 1024 * 2 = 34,816.
-    Pointwise may split 17 ways (tiles of extent 1 are fine); a Reduction may not,
-    so its only legal split is 1 -> Unsupported."""
+    17 is prime: Pointwise and Reduction alike split 17 ways (tiles of extent 1 are
+    fine for both: codegen keeps a tiled unit dim's loop symbol)."""
     pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))
     assert plan_of(pw, max_span_bytes=32768).splits == ((1, 17),)
     red = capture("red17", lambda x: x.sum(dim=0), torch.randn(2, 1, 17, 16, 64, dtype=FP16))
-    assert unsupported(red, max_span_bytes=32768) == NO_LEGAL_SPLIT.format(dims=[1])
+    assert plan_of(red, max_span_bytes=32768).splits == ((1, 17),)
 
 
 def test_user_hinted_op_is_skipped(add_8195):
