@@ -57,10 +57,10 @@ def _register_backend() -> None:
     if name in registry._COMPILER_FNS or registry._BACKENDS.get(name) is not None:
         return
 
-    def spyre_rules(gm: Any, example_inputs: Any) -> Any:
-        from spyre_rules.backend.compile import spyre_rules_backend
+    def spyre_rules(gm: Any, example_inputs: Any, options: Any = None) -> Any:
+        from spyre_rules.backend import spyre_rules_backend
 
-        return spyre_rules_backend(gm, example_inputs)
+        return spyre_rules_backend(gm, example_inputs, options)
 
     registry.register_backend(compiler_fn=spyre_rules, name=name)
 

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "test": "policy_test",
     "fmt": "fmt",
+    "plan": "plan",
 }
 
 _HELP: dict[str, str] = {
@@ -33,6 +34,8 @@ _HELP: dict[str, str] = {
     "explain": "explain the planner's decision and rule trace for each op of a program",
     "demo": "compile a bundled model with automatic tiling, write the artifacts, compare with eager",
     "fmt": "lay .rules files out canonically (--check: print a diff, change nothing)",
+    "plan": "build a transformers model config on the meta device, compile it with automatic "
+            "tiling at the real limit, print each op's plan, loop groups and span check",
     "test": "run policy tests (expected plans, rejections, groups) against a policy; --coverage",
 }
 

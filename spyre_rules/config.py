@@ -60,6 +60,13 @@ def _parse_span_check(text: str) -> str:
     return value
 
 
+def _parse_bundle_mlir_form(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("custom", "generic"):
+        raise ValueError(f"expected 'custom' or 'generic', got {text!r}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     name: str
@@ -97,6 +104,10 @@ SETTINGS: dict[str, Setting] = {
                 "Place loop-internal per-tile buffers in the LX scratchpad when they fit."),
         Setting("lx_capacity_bytes", "SPYRE_RULES_LX_CAPACITY_BYTES", 2 * 1024 * 1024,
                 _parse_positive_int, "Per-core LX scratchpad capacity (bytes)."),
+        Setting("bundle_mlir_form", "SPYRE_RULES_BUNDLE_MLIR_FORM", "custom", _parse_bundle_mlir_form,
+                "How bundle.mlir prints sdscbundle.sdsc_execute: 'custom' (the dialect's own "
+                "syntax, for toolchains that register it) or 'generic' (MLIR's generic op form, "
+                "which any MLIR parser accepts with unregistered dialects allowed)."),
     ]
 }
 
@@ -137,9 +148,11 @@ class _Config:
             setting = SETTINGS.get(name)
             if setting is None:
                 raise ConfigError(f"unknown setting {name!r}; known: {', '.join(sorted(SETTINGS))}")
-            if isinstance(value, str) and setting.parse is not _parse_optional_str:
+            if setting.parse is not _parse_optional_str:
+                # Python values are checked by the parser of their text, so
+                # patch(max_span_bytes=-1) fails like SPYRE_MAX_SPAN_BYTES=-1 does.
                 try:
-                    value = setting.parse(value)
+                    value = setting.parse(value if isinstance(value, str) else str(value))
                 except ValueError as exc:
                     raise ConfigError(f"invalid value {value!r} for setting {name!r}: {exc}") from None
             out[name] = value

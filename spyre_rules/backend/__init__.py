@@ -12,7 +12,8 @@ layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 * ``support`` / ``layouts`` / ``restickify`` -- the passes themselves;
 * ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
 * ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;
-* ``capture``        -- ``capture_operations``.
+* ``capture``        -- ``capture_operations``;
+* ``options``        -- ``torch.compile(options=...)``: settings for one compiled function.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from typing import Any
 __all__ = ["spyre_rules_backend", "capture_operations"]
 
 
-def spyre_rules_backend(gm: Any, example_inputs: list[Any]) -> Any:
+def spyre_rules_backend(gm: Any, example_inputs: list[Any], options: Any = None) -> Any:
+    """The registered backend; ``options`` come from ``torch.compile(options=...)``."""
     from spyre_rules.backend.compile import spyre_rules_backend as backend
+    from spyre_rules.backend.options import compile_with_options
 
-    return backend(gm, example_inputs)
+    return compile_with_options(backend, gm, example_inputs, options)
 
 
 def capture_operations(fn: Any, *example_inputs: Any) -> Any:

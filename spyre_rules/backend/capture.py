@@ -3,7 +3,10 @@
 Traces ``fn`` with Dynamo (so ``spyre_hint`` annotations survive, like in a real
 compile), lowers it with the spyre_rules hooks and stops at the pre-scheduling
 seam, after layouts, restickify insertion and the seam's passes -- no code is
-generated or run.  Runs under ``torch.no_grad()`` (the backend compiles
+generated and nothing runs: Dynamo gets each graph's outputs made from their
+shapes (uninitialised; ``backend/meta_device.py``), so code after a graph break
+goes on without our ops running on real data.  Inputs may live on the meta
+device.  Runs under ``torch.no_grad()`` (the backend compiles
 inference graphs only).
 
 The result is a ``list[ir.Operation]`` (all graphs of ``fn`` in order when it
@@ -26,6 +29,7 @@ import torch
 from torch._inductor.virtualized import V
 
 from spyre_rules.backend.compile import compile_for_capture
+from spyre_rules.backend.meta_device import outputs_from_shapes
 from spyre_rules.backend.pre_scheduling import capture_sink
 from spyre_rules.engine.api import OWNER_GRAPH_ATTR
 from spyre_rules.ir.errors import find_unsupported
@@ -57,9 +61,12 @@ def capture_operations(fn: Callable[..., Any], *example_inputs: Any) -> Captured
     sink: list[tuple[Any, list[Any]]] = []
 
     def capture_backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
+        # Dynamo calls what we return: outputs made from shapes, never the graph
+        # itself (a real-size layer would run its matmuls for minutes).
+        outputs = outputs_from_shapes(gm)
         with capture_sink(sink):
             compile_for_capture(gm, inputs)
-        return gm.forward
+        return outputs
 
     try:
         with torch.no_grad():

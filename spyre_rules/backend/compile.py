@@ -74,13 +74,26 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.context import decomposition_table, spyre_rules_context
     from spyre_rules.backend.host_steps import HostPlan, HostStepsNeeded, host_plan
 
+    from spyre_rules.backend import meta_device
+
+    # A meta-device graph compiles as the CPU graph it stands for; its callable
+    # returns meta outputs made from shapes (nothing runs, not even a fallback).
+    meta_outputs = meta_device.outputs_from_shapes(gm) if meta_device.has_meta_inputs(
+        example_inputs) else None
+
+    def fallback_or_meta(reason: str, cause: BaseException | None = None) -> Callable:
+        run = fallback(gm, reason, cause)
+        return run if meta_outputs is None else meta_outputs
+
     reason = precheck(example_inputs)
     if reason is not None:
-        return fallback(gm, reason)
+        return fallback_or_meta(reason)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
 
     keep_matmul_batch(gm)
+    compile_inputs = (example_inputs if meta_outputs is None
+                      else meta_device.retarget(gm, example_inputs))
 
     # fallback='eager' partitions: ops without a Spyre lowering run as host steps.
     plan = HostPlan() if config.fallback == "eager" else None
@@ -89,7 +102,7 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
             quiet = _quiet_inductor_error_log() if plan is not None else contextlib.nullcontext()
             with spyre_rules_context(), host_plan(plan), quiet, \
                     bind_input_dim_names(example_inputs):
-                compiled = compile_fx(gm, example_inputs, decompositions=decomposition_table())
+                compiled = compile_fx(gm, compile_inputs, decompositions=decomposition_table())
         except Exception as exc:  # noqa: BLE001 - only our own refusals become fallbacks
             retry = find_cause(exc, HostStepsNeeded)
             if plan is not None and retry is not None and set(retry.nodes) - set(plan.nodes):
@@ -98,10 +111,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
             unsupported = find_unsupported(exc)
             if unsupported is None:
                 raise
-            return fallback(gm, str(unsupported), unsupported)
+            return fallback_or_meta(str(unsupported), unsupported)
         _warn_host_steps(plan)
-        return compiled
-    return fallback(gm, f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
+        return compiled if meta_outputs is None else meta_outputs
+    return fallback_or_meta(f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
                         f"{sorted(plan.nodes) if plan is not None else []}")
 
 
@@ -116,6 +129,7 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     """Lower ``gm`` up to the pre-scheduling seam (used by capture_operations)."""
     from torch._inductor.compile_fx import compile_fx
 
+    from spyre_rules.backend import meta_device
     from spyre_rules.backend.context import decomposition_table, spyre_rules_context
     from spyre_rules.backend.pre_scheduling import CaptureComplete
 
@@ -126,11 +140,15 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.hints import bind_input_dim_names
 
     keep_matmul_batch(gm)
+    if meta_device.has_meta_inputs(example_inputs):
+        compile_inputs = meta_device.retarget(gm, example_inputs)
+    else:
+        compile_inputs = list(example_inputs)
 
     try:
         with spyre_rules_context(), _quiet_inductor_error_log(), \
                 bind_input_dim_names(example_inputs):
-            compile_fx(gm, example_inputs, decompositions=decomposition_table())
+            compile_fx(gm, compile_inputs, decompositions=decomposition_table())
     except Exception as exc:  # noqa: BLE001
         if find_cause(exc, CaptureComplete) is not None:
             return

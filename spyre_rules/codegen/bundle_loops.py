@@ -15,13 +15,15 @@ an execute are the op's HBM tensors in arg order:
 * LX tensors are not operands (their scratchpad offset is part of the SDSC and
   never moves); the execute lists them as ``lx_offsets``.
 
-Symbolic trip counts raise NotImplementedError (no runtime shapes in the bundle).
+``form`` is ``codegen/bundle_op.py``'s: ``custom`` or ``generic`` (every
+operand typed ``index``).  Symbolic trip counts raise NotImplementedError (no runtime shapes in the bundle).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from spyre_rules.codegen.bundle_op import sdsc_execute
 from spyre_rules.codegen.loops import arg_level_strides
 from spyre_rules.program.op_spec import LoopSpec, OpSpec
 
@@ -29,7 +31,8 @@ __all__ = ["generate_loop_bundle"]
 
 
 class _Emitter:
-    def __init__(self) -> None:
+    def __init__(self, form: str) -> None:
+        self.form = form
         self.maps: dict[tuple[int, ...], int] = {}
         self.bounds: list[str] = []
         self.symbols: list[int] = []
@@ -79,12 +82,10 @@ class _Emitter:
                 operands.append(addr)
             else:
                 operands.append(sym)
-        attrs = f'sdsc_filename="sdsc_{self.files}.json"'
+        attrs = [("sdsc_filename", f'"sdsc_{self.files}.json"')]
         if lx:
-            attrs += f", lx_offsets=[{', '.join(map(str, lx))}]"
-        self.body.append(
-            f"{pad}sdscbundle.sdsc_execute ({', '.join(operands)}) {{{attrs}}}  // {spec.op}"
-        )
+            attrs.append(("lx_offsets", f"[{', '.join(map(str, lx))}]"))
+        self.body.append(f"{pad}{sdsc_execute(operands, attrs, self.form)}  // {spec.op}")
         self.files += 1
 
     loop_vars: list[str]
@@ -96,8 +97,8 @@ def _affine_map(strides: tuple[int, ...], k: int) -> str:
     return f"#map_{k} = affine_map<({dims})[s0] -> (s0{terms})>"
 
 
-def generate_loop_bundle(items: list[Any]) -> str:
-    em = _Emitter()
+def generate_loop_bundle(items: list[Any], form: str = "custom") -> str:
+    em = _Emitter(form)
     em.loop_vars = []
     em.walk(items, 0, "    ")
     lines = [_affine_map(strides, k) for strides, k in em.maps.items()]

@@ -243,7 +243,9 @@ def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
     axis (a per-tile buffer's: its scratch)."""
     key = tile.scratch_of
     if key is not None:
-        return scratches[key]
+        # the reader's view is the store's (``same_view``); a one-point store of a
+        # rank-0 op is read as a point broadcast over the reader's block rank
+        return scratches[key].view(n, *tile.sizes)
     view = tile.view
     return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
                                       view.start + first * tile.step)

@@ -1,0 +1,109 @@
+"""``spyre-rules plan``: a model config on the meta device, planned at a serving shape.
+
+Each compile is a real one (Dynamo, Inductor, planner, codegen, span check) of a
+model that has no weights; the shapes are small or the layers few so that the
+file stays quick.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spyre_rules.cli import main
+from spyre_rules.commands import model_plan
+
+TINY = {"model_type": "llama", "hidden_size": 128, "intermediate_size": 256,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3,
+        "vocab_size": 512, "max_position_embeddings": 256}
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+def test_shipped_configs_hold_the_published_numbers():
+    assert model_plan.shipped_configs() == ["Granite-3-8B", "Llama-3-8B", "Mistral-7B", "Qwen2-7B"]
+    label, llama = model_plan.load_config("Llama-3-8B")
+    assert label == "Llama-3-8B"
+    assert {k: llama[k] for k in ("model_type", "hidden_size", "intermediate_size",
+                                  "num_attention_heads", "num_key_value_heads",
+                                  "num_hidden_layers", "vocab_size")} == {
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+        "vocab_size": 128256}
+
+
+def test_shipped_config_text_fits(capsys):
+    """Llama-3-8B's real dims and vocabulary, one layer, a short sequence: every
+    access fits 256 MiB; the 1 GB embedding table's indirect read is named as deferred."""
+    assert main(["plan", "Llama-3-8B", "--seq", "64", "--layers", "1"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert out[0] == ("model Llama-3-8B (llama, 1 layers, float16): batch 1, seq 64; limit "
+                      "268435456 bytes (256.0 MiB), automatic tiling on, nothing executed")
+    assert "loop groups: 0" in out
+    assert "span check: 119 ops checked, 0 over the limit, 1 indirect reads deferred " \
+           "(not enforced)" in out
+    assert "deferred indirect reads: buf0" in out
+    assert out[-1] == "OK: every access fits"
+    assert "building Llama-3-8B on the meta device" in captured.err  # progress on stderr
+
+
+def test_config_file_json_records_and_layers_override(capsys, tiny_config, tmp_path):
+    out_dir = tmp_path / "artifacts"
+    assert main(["plan", str(tiny_config), "--seq", "32", "--layers", "1", "--batch", "2",
+                 "--format", "json", "--out", str(out_dir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["layers"], report["batch"], report["seq"], report["ok"]) == (1, 2, 32, True)
+    (graph,) = report["graphs"]
+    assert (out_dir / "graph_0" / "plan.json").exists()
+    assert json.loads((out_dir / "graph_0" / "plan.json").read_text())["ops"] == graph["ops"]
+    assert {r["span_check"]["status"] for r in graph["ops"]} <= {"fits", "no generated access"}
+
+
+def test_a_limit_too_small_exits_1_naming_the_ops(capsys, tiny_config):
+    assert main(["plan", str(tiny_config), "--seq", "64", "--layers", "1",
+                 "--max-span-bytes", "128", "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert not report["ok"]
+    named = report["overflows"] + report["unsupported"]
+    assert named and all(name.startswith("buf") for name in named)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["plan", "no-such-model", "--seq", "8"], "'no-such-model' is neither a config JSON file "
+                                              "nor a shipped config (shipped: Granite-3-8B, "
+                                              "Llama-3-8B, Mistral-7B, Qwen2-7B)"),
+    (["plan", "Llama-3-8B", "--seq", "0"], "--seq must be positive, not 0"),
+    (["plan", "Llama-3-8B", "--seq", "8", "--layers", "-1"], "--layers must be positive, not -1"),
+    (["plan", "Llama-3-8B"], "--seq is required"),
+    (["plan", "--seq", "8"], "MODEL is required"),
+])
+def test_usage_errors_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_config_files_exit_2(capsys, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert main(["plan", str(broken), "--seq", "8"]) == 2
+    assert f"cannot read {broken}" in capsys.readouterr().err
+    no_type = tmp_path / "no_type.json"
+    no_type.write_text(json.dumps({"hidden_size": 64}))
+    assert main(["plan", str(no_type), "--seq", "8"]) == 2
+    assert 'not a transformers config (no "model_type")' in capsys.readouterr().err
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"model_type": "no_such_architecture"}))
+    assert main(["plan", str(unknown), "--seq", "8"]) == 2
+    assert "transformers refuses the config" in capsys.readouterr().err
+
+
+def test_list(capsys):
+    assert main(["plan", "--list"]) == 0
+    assert capsys.readouterr().out.split() == model_plan.shipped_configs()
