@@ -113,3 +113,28 @@ def test_finer_consumer_refines_the_run():
     for got, want in zip(compiled.output, f(x)):
         torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
     assert [_counts(loop) for loop in _loops(compiled)] == [[10]]
+
+
+def test_consumer_of_a_closed_group_reads_its_full_buffer():
+    """c * 3 reads c after the unplanned slice closed c's loop: it reads c's full
+    buffer in a loop of its own, equal to eager."""
+    x = torch.randn(1, 20, 16, 64, generator=torch.Generator().manual_seed(4)).half()
+
+    def f(x):
+        c = x + 1
+        return c[:, :1] * 2, c * 3
+
+    with _auto(8 * KiB):
+        compiled = run_spyre(f, x)
+    for got, want in zip(compiled.output, f(x)):
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+    assert [_counts(loop) for loop in _loops(compiled)] == [[5], [5]]
+
+
+def test_explicit_attention_at_the_issue_scale():
+    """(1, 4, 512, 64) fp16 at 128 KiB (issue 33): one loop of 4 heads x 8 query blocks."""
+    q, k, v = _qkv(512, seed=5)
+    with _auto(128 * KiB):
+        compiled = run_spyre(_explicit, q, k, v)
+    torch.testing.assert_close(compiled.output, _explicit(q, k, v), **TOL)
+    assert [_counts(loop) for loop in _loops(compiled)] == [[2], [4, 8]]

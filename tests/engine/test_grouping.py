@@ -215,12 +215,12 @@ def _reads_closed_group(a):
     return d, c * 3
 
 
-def test_reading_a_closed_auto_tiled_group_is_rejected(x):
+def test_reading_a_closed_auto_tiled_group_reads_its_full_buffer(x):
     ops = capture("reads_closed", _reads_closed_group, x)
-    with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
-        spyre_rules.span_overflow_groups(ops)
-    assert str(info.value) == ("Cannot auto-tile buf2: it reads already auto-tiled producer(s) "
-                               "['buf0']; their tile loops cannot be fused with this op")
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+    assert outcome.actions["buf2"].rule == "new_run"
+    assert [[o.get_name() for o in g] for g, _ in outcome.groups] == [["buf0"], ["buf2"]]
 
 
 def test_reading_a_user_hinted_producer_is_rejected(chain):
