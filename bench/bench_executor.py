@@ -6,8 +6,11 @@ GELU MLP (1024x256 -> 1024 -> 256, hidden 1M elements) and a tiled program (the
 the same in 128 row tiles (a counted loop of many small tiles: ``batched_loops``).
 For each program: the first call (Dynamo trace + spyre_rules compile + the
 executor's first run, which builds its per-OpSpec plans), then the steady-state
-call time of the compiled program and of eager, interleaved over ``--reps``
-rounds of ``--runs`` calls; medians and the ratio executor / eager.  With
+call time of the compiled program and of eager: ``--runs`` x ``--reps`` rounds,
+each calling every side once in turn (interleaved calls), medians of the calls
+and the ratio executor / eager.  Both sides run on ``--threads`` intra-op
+threads (default 1, printed): on a loaded machine eager's worker threads stall
+and the ratio would flatter the executor.  With
 ``--general`` the executor's general (gather/scatter) path is timed beside the
 structured one (``executor.views.FORCE_GENERAL``), which is what the executor
 did for every access before structured views.
@@ -18,14 +21,14 @@ one: its kernels' op sequence as plain torch calls ``out=`` contiguous tensors
 makes (``+io``), timed in the same rounds; executor time above ``+io`` is executor
 overhead, eager time below ``floor`` is what fusing the kernels buys.
 
-Run: ``python bench/bench_executor.py [--runs N] [--reps N] [--threads N] [--general]``.
+Run: ``python bench/bench_executor.py [--runs N] [--reps N] [--threads N] [--general]``;
+the figures are printed as measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 import warnings
@@ -38,7 +41,7 @@ warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from bench_timing import median_call_seconds  # noqa: E402  (bench/ is on sys.path)
+from bench_timing import interleaved_medians, set_threads  # noqa: E402  (bench/ is on sys.path)
 from tiling_helpers import explicit_groups  # noqa: E402
 from torch_floor import floors  # noqa: E402  (bench/ is on sys.path)
 
@@ -114,19 +117,16 @@ def _forced(flag: bool, fn):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="timed calls per measurement")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved rounds")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's own); on a loaded "
-                             "machine 1 keeps parallel ops from stalling on descheduled threads")
+    parser.add_argument("--runs", type=int, default=10, help="timed calls per side (x --reps)")
+    parser.add_argument("--reps", type=int, default=3, help="multiplies --runs")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads of both sides (default 1)")
     parser.add_argument("--general", action="store_true",
                         help="also time the forced general (gather/scatter) path")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = set_threads(args.threads)
     has_switch = hasattr(views, "FORCE_GENERAL")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"median of {args.reps} rounds x {args.runs} calls")
+    print(f"{threads}; median of {args.reps * args.runs} interleaved calls per side")
     header = f"{'program':34} {'1st call s':>10} {'eager ms':>9} {'executor ms':>12} {'ratio':>7}"
     if args.general and has_switch:
         header += f" {'general ms':>11} {'ratio':>7}"
@@ -147,11 +147,7 @@ def main() -> None:
             for key, run in floor.items():
                 torch.testing.assert_close(run(), expected, atol=tol, rtol=tol)
                 runners[key] = lambda *_, run=run: run()
-            times: dict[str, list[float]] = {k: [] for k in runners}
-            for _ in range(args.reps):
-                for key, runner in runners.items():
-                    times[key].append(median_call_seconds(runner, inputs, args.runs))
-            t = {k: statistics.median(v) for k, v in times.items()}
+            t = interleaved_medians(runners, inputs, args.reps * args.runs)
             line = (f"{name:34} {first:10.3f} {t['eager'] * 1e3:9.3f} {t['executor'] * 1e3:12.3f} "
                     f"{t['executor'] / t['eager']:6.1f}x")
             if "general" in t:

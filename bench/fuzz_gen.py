@@ -16,6 +16,9 @@ programs then gain one or two ops of the transformer-model families
 (``fuzz_extension.Extension``: embedding / index_select / gather over int64 index inputs,
 cumsum, causal masks, GELU / SiLU, dtype round trips, in-place ops), drawn from
 a separate random stream so that the original part of every seed is unchanged.
+About 30% of programs finally gain a combining reduction (``fuzz_reductions``:
+argmax / argmin, ``var`` / ``var_mean`` over a dim, several or all), often with a
+hint block of its own splitting a dim it reduces, from a third stream.
 
 Each program renders to Python source with three functions sharing one op list:
 
@@ -36,6 +39,7 @@ import math
 import random
 
 from fuzz_extension import Extension
+from fuzz_reductions import Reductions
 from fuzz_program import (LETTERS, MAX_NUMEL, Hint, Op, Program, Value, _broadcast, _broadcastable,  # noqa: F401
                           _divisors, _numel, _vars_in)
 
@@ -453,6 +457,7 @@ class _Gen:
         )
         Extension(self, program).extend()
         self.extend_attention(program)
+        Reductions(self, program).extend()
         return program
 
     def limit(self) -> int:

@@ -16,7 +16,9 @@ time or crashes; clean refusals are counted, not failures.
 program (one variant, default every variant in turn) and runs it through the
 harness, printing the outcome.  ``--variants`` restricts the variants;
 ``--one-variant`` compiles each program in one variant only (``index % 4``),
-which is what the test suite does.  ``--refusals`` also prints one line per
+which is what the test suite does.  ``--only TEXT[,TEXT...]`` runs only the
+programs whose one-line text contains one of the strings (a campaign on one op
+family: ``--only .argmax(,.argmin(,.var(,torch.var_mean(``).  ``--refusals`` also prints one line per
 clean refusal.  ``--both-paths`` also runs every equal program on the executor's
 general and structured paths, which must agree byte for byte (``bench/fuzz_paths.py``);
 with ``--replay`` too (without it a replay checks against eager only).
@@ -45,8 +47,10 @@ def variants_for(index: int, variants: tuple[str, ...], one_variant: bool) -> tu
 
 
 def fuzz(seed: int, count: int, variants: tuple[str, ...], one_variant: bool = False,
-         start: int = 0, on_result=None, check_paths: bool = False) -> dict[str, collections.Counter]:
-    """Run programs ``seed:start .. seed:start+count-1``; counts per variant."""
+         start: int = 0, on_result=None, check_paths: bool = False,
+         only: tuple[str, ...] = ()) -> dict[str, collections.Counter]:
+    """Run programs ``seed:start .. seed:start+count-1``; counts per variant.
+    ``only``: run just the programs whose one-line text contains one of these."""
     import torch
 
     counts = {v: collections.Counter() for v in variants}
@@ -54,6 +58,8 @@ def fuzz(seed: int, count: int, variants: tuple[str, ...], one_variant: bool = F
         if index % RESET_EVERY == RESET_EVERY - 1:
             torch._dynamo.reset()
         program = generate(seed, index)
+        if only and not any(text in program.op_text() for text in only):
+            continue
         for variant in variants_for(index, variants, one_variant):
             result = fuzz_run.run_variant(program, variant, check_paths)
             counts[variant][result.outcome] += 1
@@ -111,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refusals", action="store_true", help="print clean refusals too")
     parser.add_argument("--both-paths", action="store_true",
                         help="also compare the executor's general and structured paths")
+    parser.add_argument("--only", default="", metavar="TEXT[,TEXT...]",
+                        help="run only programs whose one-line text contains one of these "
+                             "(e.g. .argmax(,.var( for the combining reductions)")
     args = parser.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
     unknown = [v for v in variants if v not in VARIANTS]
@@ -144,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         fuzz(args.seed, args.count, variants, args.one_variant, args.start, report,
-             args.both_paths)
+             args.both_paths, tuple(t for t in args.only.split(",") if t))
     except KeyboardInterrupt:  # a long run stopped by hand: still print what it found
         print(f"interrupted after {done['programs']} programs (the last may be partial)")
     elapsed = time.perf_counter() - start

@@ -53,6 +53,9 @@ def _register_backend() -> None:
     """
     from torch._dynamo.backends import registry
 
+    from spyre_rules.backend.logs import register
+
+    register()  # TORCH_LOGS="spyre_rules" names our logger hierarchy
     name = "spyre_rules"
     if name in registry._COMPILER_FNS or registry._BACKENDS.get(name) is not None:
         return

@@ -97,6 +97,9 @@ SETTINGS: dict[str, Setting] = {
                 "Emit counted loops unrolled instead of compact scf.for loops."),
         Setting("fallback", "SPYRE_RULES_FALLBACK", "eager", _parse_fallback,
                 "What to do with a graph that cannot be compiled: 'eager' (warn) or 'error'."),
+        Setting("max_specializations", "SPYRE_RULES_MAX_SPECIALIZATIONS", 8, _parse_positive_int,
+                "Static programs one graph with symbolic sizes may compile (one per concrete "
+                "shape); a call with new sizes past it follows 'fallback'."),
         Setting("span_check", "SPYRE_RULES_SPAN_CHECK", "warn", _parse_span_check,
                 "Generated accesses over max_span_bytes: 'warn' (warning + log), 'error' "
                 "(raise before anything runs) or 'off'."),

@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (46 tests in 3 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (52 tests in 3 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -134,8 +134,9 @@ def test_program_errors_exit_2_naming_the_test(capsys, tmp_path):
     assert code == 2
     assert err.strip().startswith("spyre-rules test: error: ")
     assert err.strip().endswith("bad.toml:2: test 'p': program: line 1: method `.foo` is not supported (supported: abs, amax, "
-                           "amin, argmax, contiguous, exp, expand, float, half, mean, neg, permute, relu, reshape, "
-                           "softmax, sqrt, squeeze, sum, t, transpose, unsqueeze, view)")
+                           "amin, argmax, argmin, contiguous, exp, expand, float, half, mean, neg, permute, prod, "
+                           "relu, reshape, softmax, sqrt, squeeze, std, sum, t, transpose, unsqueeze, "
+                           "var, view)")
 
 
 def test_missing_path_exits_2(capsys, tmp_path):
@@ -171,8 +172,8 @@ def test_a_selection_that_matches_nothing_is_a_usage_error(capsys):
     ("import os\nreturn x", {"x": "float16[2]"}, "line 1: expected `NAME = EXPR` (got `import os`)"),
     ("y = x + 1", {"x": "float16[2]"}, "a program ends with `return NAME[, NAME ...]`"),
     ("return open(x)", {"x": "float16[2]"},
-     "line 1: function `open` is not supported (supported: bmm, cat, exp, linear, matmul, relu, "
-     "softmax, where)"),
+     "line 1: function `open` is not supported (supported: bmm, cat, exp, layer_norm, linear, "
+     "matmul, relu, softmax, var_mean, where)"),
     ("return x.sum(dim=5)", {"x": "float16[2]"},
      "the program fails on its inputs: IndexError: Dimension out of range (expected to be in range "
      "of [-1, 0], but got 5)"),

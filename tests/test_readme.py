@@ -48,9 +48,13 @@ def test_support_matrix_has_the_reduction_level_rows():
         "Output and reduction levels in one plan",
         "Reduction / BMM consumer of an open run, producer-consumer fusion (LM-head restickify "
         "+ BMM; LayerNorm / RMSNorm on an auto-tiled residual add)",
+        "argmax / argmin / welford (var, std, `var_mean`, LayerNorm statistics) over a tiled "
+        "reduction dim",
+        "Scalar/full reduction (`x.sum()`, `x.amax()`, `x.mean()`, `x.argmax()`, `x.var()` of a "
+        "whole tensor)",
     ):
         assert supported.get(case) == "Yes", case
-    assert supported["argmax / argmin / welford (var) over a tiled reduction dim"] == "No"
+    assert supported["Symbolic layout metadata"] == "No"
 
 
 def test_support_matrix_names_the_reductions_the_policy_splits():
@@ -61,6 +65,20 @@ def test_support_matrix_names_the_reductions_the_policy_splits():
     kinds = re.findall(r'"(\w+)"', rule.split("kind in {", 1)[1].split("}", 1)[0])
     row = _support_matrix()["Reduction-controlled spans (a sum's reduced axis, a matmul's k)"][1]
     listed = row.rsplit(")", 1)[1].strip("; ")
-    assert listed == "sum, matmul, max, min, any; prod over integers only"
-    assert [k.replace("batchmatmul", "matmul") for k in kinds] == ["sum", "matmul", "max", "min", "any"]
+    assert listed == "sum, matmul, max, min, any, argmax, argmin, welford; prod over integers only"
+    assert [k.replace("batchmatmul", "matmul").replace("welford_reduce", "welford") for k in kinds] \
+        == ["sum", "matmul", "max", "min", "any", "argmax", "argmin", "welford"]
     assert 'kind == "prod" and output_dtype(op) in {"int32", "int64", "bool"}' in rule
+
+
+def test_repository_layout_names_every_folder():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Repository layout", 1)[1].split("```", 2)[1]
+    named = {line.split()[0] for line in block.splitlines() if line.strip()}
+    top = {f"{p.name}/" for p in ROOT.iterdir()
+           if p.is_dir() and not p.name.startswith((".", "__")) and p.name not in ("build", "dist")
+           and not p.name.endswith(".egg-info")}
+    package = {f"{p.name}/" for p in (ROOT / "spyre_rules").iterdir()
+               if p.is_dir() and not p.name.startswith("__")}
+    assert top - named == set() and package - named == set()
+    assert {n for n in named if n.endswith("/")} <= top | package

@@ -13,7 +13,11 @@ layers and their order (docs/architecture.md "Layers").  Modules (one job each):
 * ``post_fusion``    -- the post-fusion seam (a stateless CustomSchedulerPass);
 * ``scheduling`` / ``wrapper`` -- kernel and wrapper code generation;
 * ``capture``        -- ``capture_operations``;
-* ``options``        -- ``torch.compile(options=...)``: settings for one compiled function.
+* ``meta_device``    -- compiling without running: meta-device graphs as CPU
+  graphs, outputs made from recorded shapes;
+* ``options``        -- ``torch.compile(options=...)``: settings for one compiled function;
+* ``specialize`` / ``specialize_graph`` -- a graph with symbolic sizes as one
+  static program per concrete shape (compiled at the call, cached by sizes).
 """
 
 from __future__ import annotations

@@ -10,9 +10,12 @@ partitions the graph -- the op runs on the host as its own step inside the
 compiled program (backend/host_steps.py), the rest stays on the Spyre program,
 and one warning names every host op and why; ``"error"`` raises
 ``BackendCompileError`` naming the op.  A graph we cannot compile at all -- it
-needs autograd, has dynamic shapes, or the tiling policy refuses it -- is run
-eagerly whole under ``"eager"`` (a warning naming the reason) and raises under
-``"error"``.  Nothing falls back silently; any other error propagates unchanged.
+needs autograd, or the tiling policy refuses it -- is run eagerly whole under
+``"eager"`` (a warning naming the reason) and raises under ``"error"``.  Nothing
+falls back silently; any other error propagates unchanged.
+
+A graph with symbolic sizes compiles one static program per concrete shape, at
+the calls (backend/specialize.py).
 """
 
 from __future__ import annotations
@@ -75,6 +78,11 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.host_steps import HostPlan, HostStepsNeeded, host_plan
 
     from spyre_rules.backend import meta_device
+    from spyre_rules.backend.specialize import StaticCompile, is_symbolic, specializing_program
+
+    if is_symbolic(example_inputs):
+        # one static program per concrete shape, compiled at the call (backend/specialize.py)
+        return specializing_program(gm, example_inputs, spyre_rules_backend)
 
     # A meta-device graph compiles as the CPU graph it stands for; its callable
     # returns meta outputs made from shapes (nothing runs, not even a fallback).
@@ -88,6 +96,7 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         return fallback_or_meta(reason)
+    static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
 
@@ -113,7 +122,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
                 raise
             return fallback_or_meta(str(unsupported), unsupported)
         _warn_host_steps(plan)
-        return compiled if meta_outputs is None else meta_outputs
+        if meta_outputs is not None:
+            return meta_outputs
+        static.remember(compiled)
+        return compiled
     return fallback_or_meta(f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
                         f"{sorted(plan.nodes) if plan is not None else []}")
 

@@ -35,7 +35,9 @@ def has_meta_inputs(example_inputs: Sequence[Any]) -> bool:
 
 
 def _is_meta_device(value: Any) -> bool:
-    return (isinstance(value, torch.device) and value.type == "meta") or value == "meta"
+    if isinstance(value, torch.device):
+        return value.type == "meta"
+    return isinstance(value, str) and value == "meta"
 
 
 def _cpu_args(value: Any) -> Any:

@@ -105,7 +105,7 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
                 names.append(op.get_name())
             acc = getattr(op, "accumulator", None)  # a reduction level's (passes/accumulators.py)
             if acc is not None:
-                names.append(acc.name)
+                names.extend(field.name for field in acc.fields)
         else:
             names.extend(state.host_stickify.get(op.get_name(), []))
     for name in dict.fromkeys(names):  # a host step may write a buffer it mutates

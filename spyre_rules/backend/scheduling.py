@@ -82,7 +82,7 @@ def _body_of(node: Any) -> list[Any]:
 
 
 def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: int = 0,
-                 around: dict[int, list[tuple[OpSpec, OpSpec]]] | None = None) -> list[Any]:
+                 around: dict[int, list[tuple[list[OpSpec], OpSpec]]] | None = None) -> list[Any]:
     """OpSpecs in node order; a counted-loop node becomes a (nested) LoopSpec.
 
     An op with a reduction level becomes its combine step; its ``acc_init`` and
@@ -97,7 +97,7 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
         if isinstance(node, CountedLoopSchedulerNode):
             body = _build_specs(node.body, kernel, state, depth + 1, around)
             steps = around.pop(depth, [])
-            specs.extend(init for init, _ in steps)
+            specs.extend(init for inits, _ in steps for init in inits)
             specs.append(LoopSpec(count=node.loop_count, body=body))
             specs.extend(finalize for _, finalize in steps)
             continue
@@ -110,9 +110,11 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
         op = node.node
         acc = getattr(op, ACCUMULATOR_ATTR, None)
         if acc is not None:
-            init, spec, finalize = accumulation_specs(
+            inits, combines, finalize = accumulation_specs(
                 spec, acc, output_positions(op), len(loop_count(op)), op_description(op))
-            around.setdefault(acc.first_level, []).append((init, finalize))
+            around.setdefault(acc.first_level, []).append((inits, finalize))
+            specs.extend(combines)
+            continue
         specs.append(spec)
     return specs
 
@@ -156,7 +158,8 @@ class RulesScheduling(BaseScheduling):
             specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()
         position = {name: i for i, name in enumerate(call_args)}
-        device_only = {acc.name for acc in accumulators(V.graph)}  # not kernel arguments
+        device_only = {field.name for acc in accumulators(V.graph)  # not kernel arguments
+                       for field in acc.fields}
         for spec in iter_op_specs(specs):
             for arg in spec.args:
                 arg.arg_index = -1 if arg.name in device_only else position[arg.name]

@@ -12,6 +12,7 @@ from torch._inductor.virtualized import V
 
 from spyre_rules import config
 from spyre_rules.backend.host_codegen import host_tensor_names
+from spyre_rules.backend.logs import report_graph
 from spyre_rules.codegen import source
 from spyre_rules.codegen.span_check import enforce, record_results
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -72,6 +73,7 @@ class RulesWrapperCodegen(PythonWrapperCodegen):
         mode = config.span_check
         record_results(state.span_checks, state.plan, mode)
         dump_graph(V.graph, state)
+        report_graph(V.graph, graph_label(V.graph), state, mode)  # TORCH_LOGS / TORCH_TRACE
         # After the dump (plan.json shows the overflow), before the program can run.
         enforce(graph_label(V.graph), state.span_checks, state.plan, mode)
         return result

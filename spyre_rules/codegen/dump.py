@@ -8,19 +8,37 @@ Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
   records one, and its rule trace), ``span_check`` -- the op's result from
   ``codegen/span_check.py`` (``fits`` / ``overflow`` / ``off``) -- plus the memory map
   and ``host_steps``: the ops that ran on the host (name -> description, reason);
-* ``<kernel>/sdsc_N.json`` + ``<kernel>/bundle.mlir`` per generated kernel.
+* ``<kernel>/sdsc_N.json`` + ``<kernel>/bundle.mlir`` per generated kernel;
+* ``sizes.json`` -- only for a program specialised from a graph with symbolic
+  sizes (backend/specialize.py): the graph, the value of each size symbol and
+  which input dim it is (also under ``"sizes"`` in ``plan.json``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from spyre_rules import config
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files
 
-__all__ = ["dump_graph"]
+__all__ = ["dump_graph", "dump_sizes", "plan_json"]
+
+_SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("spyre_rules_sizes", default=None)
+
+
+@contextlib.contextmanager
+def dump_sizes(sizes: dict) -> Iterator[None]:
+    """Graphs dumped inside record ``sizes`` (the symbol values they were specialised to)."""
+    token = _SIZES.set(sizes)
+    try:
+        yield
+    finally:
+        _SIZES.reset(token)
 
 
 def _new_folder(root: Path) -> Path:
@@ -35,20 +53,31 @@ def _new_folder(root: Path) -> Path:
             n += 1
 
 
+def plan_json(graph: Any, state: Any, name: str) -> str:
+    """``plan.json``'s text; ``name`` names the graph when Inductor gave it none."""
+    plan = {
+        "graph": getattr(graph, "name", None) or name,
+        "ops": [record.as_dict() for record in state.plan.values()],
+        # ops run on the host (backend/host_steps.py): name -> description, reason
+        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
+        "memory_map": state.memory.to_json() if state.memory is not None else None,
+    }
+    sizes = _SIZES.get()
+    if sizes is not None:
+        plan["sizes"] = sizes
+    return json.dumps(plan, indent=2, default=str) + "\n"
+
+
 def dump_graph(graph: Any, state: Any) -> Path | None:
     root = config.dump_dir
     if not root:
         return None
     folder = _new_folder(Path(root))
     (folder / "wrapper.py").write_text(state.wrapper_source or "")
-    plan = {
-        "graph": getattr(graph, "name", None) or folder.name,
-        "ops": [record.as_dict() for record in state.plan.values()],
-        # ops run on the host (backend/host_steps.py): name -> description, reason
-        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
-        "memory_map": state.memory.to_json() if state.memory is not None else None,
-    }
-    (folder / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
+    sizes = _SIZES.get()
+    if sizes is not None:
+        (folder / "sizes.json").write_text(json.dumps(sizes, indent=2) + "\n")
+    (folder / "plan.json").write_text(plan_json(graph, state, folder.name))
     for name, specs in state.kernels:
         kdir = folder / name
         kdir.mkdir()

@@ -125,36 +125,49 @@ def _find_error(exc: BaseException) -> str:
 
 def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
                dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
-               out: Path | None = None, progress: Any = None) -> dict[str, Any]:
+               out: Path | None = None, progress: Any = None,
+               automatic_tiling: bool = True) -> dict[str, Any]:
     """Build ``model`` on the meta device, compile it, and report the plan.
+
+    ``automatic_tiling=False`` (benchmarks): every op compiles untiled, so code
+    generation and the span check see every op at its full size.
 
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = load_config(model)
     steps = Progress(progress)
     try:
-        return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps)
+        return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps,
+                     automatic_tiling)
     finally:
         steps.stop()
 
 
 def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | None, dtype: str,
-          max_span_bytes: int, out: Path | None, steps: Progress) -> dict[str, Any]:
+          max_span_bytes: int, out: Path | None, steps: Progress,
+          automatic_tiling: bool) -> dict[str, Any]:
     steps.phase(f"building {label} on the meta device")
     import torch
 
     torch_dtype = getattr(torch, DTYPES[dtype])
+    started = time.perf_counter(), time.process_time()
     net = _build(data, layers, torch_dtype)
+    built = time.perf_counter(), time.process_time()
     config = net.config
     report: dict[str, Any] = {
         "model": label, "model_type": data["model_type"], "seq": seq, "batch": batch,
         "layers": int(config.num_hidden_layers), "dtype": DTYPES[dtype],
-        "max_span_bytes": max_span_bytes,
+        "max_span_bytes": max_span_bytes, "automatic_tiling": automatic_tiling,
     }
     with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
         folder = Path(out) if out is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         before = {p.name for p in folder.iterdir()}
-        report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps)
+        report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps,
+                                   automatic_tiling)
+        done = time.perf_counter(), time.process_time()
+        # wall and CPU seconds (CPU time is the steadier figure on a shared machine)
+        report["seconds"] = {"build": [round(b - a, 3) for a, b in zip(started, built)],
+                             "compile": [round(b - a, 3) for a, b in zip(built, done)]}
         steps.phase("reading the plan")
         report["graphs"] = [_graph_report(p) for p in sorted(folder.iterdir())
                             if p.is_dir() and p.name not in before]
@@ -163,7 +176,8 @@ def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | 
     return _verdict(report)
 
 
-def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Progress) -> str | None:
+def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Progress,
+             automatic_tiling: bool) -> str | None:
     import warnings
 
     import torch
@@ -173,7 +187,8 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
 
     hide_cache_off_warning()
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=False, ignore_wsr_hints=False,
+    settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=not automatic_tiling,
+                    ignore_wsr_hints=False,
                     coarse_tiling=True, fallback="error", span_check="warn", dump_dir=str(folder))
     torch._dynamo.reset()
     steps.phase("tracing and compiling (Dynamo, Inductor, planner, codegen, span check)")

@@ -33,7 +33,7 @@ class ProgramError(ValueError):
 METHODS = frozenset({
     "sum", "mean", "amax", "amin", "exp", "relu", "neg", "abs", "sqrt", "t", "transpose",
     "permute", "reshape", "view", "contiguous", "unsqueeze", "squeeze", "expand", "softmax",
-    "half", "float", "argmax",
+    "half", "float", "argmax", "argmin", "var", "std", "prod",
 })
 
 FUNCTIONS: dict[str, str] = {   # name -> torch attribute path
@@ -45,6 +45,8 @@ FUNCTIONS: dict[str, str] = {   # name -> torch attribute path
     "bmm": "bmm",
     "cat": "cat",
     "where": "where",
+    "var_mean": "var_mean",
+    "layer_norm": "nn.functional.layer_norm",
 }
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {

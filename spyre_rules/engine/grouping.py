@@ -205,7 +205,11 @@ class _Grouper:
         self.next_id += len(shared)
         for m in members:
             self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
-            self.auto_tiled.add(m.op.get_name())
+            if not m.levels or not all(lv.is_reduction for lv in m.levels):
+                # Only reduction levels: the op writes its whole result after its
+                # loop (the accumulator's finalise), which later ops read as any
+                # untiled buffer (docs/accumulation.md, "Readers").
+                self.auto_tiled.add(m.op.get_name())
         # A level is a reduction level when it tiles a reduction dim of any member
         # (as for user hints: hints/assign.py).
         reduction = [any(m.levels[i].is_reduction for m in _tiled(members))  # type: ignore[index]

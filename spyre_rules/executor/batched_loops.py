@@ -244,8 +244,10 @@ def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
     key = tile.scratch_of
     if key is not None:
         # the reader's view is the store's (``same_view``); a one-point store of a
-        # rank-0 op is read as a point broadcast over the reader's block rank
-        return scratches[key].view(n, *tile.sizes)
+        # rank-0 op is read as a point broadcast over the reader's block rank. The
+        # scratch itself is returned otherwise: NaN-check chains know it by identity.
+        buffer = scratches[key]
+        return buffer if buffer.dim() == len(tile.sizes) + 1 else buffer.view(n, *tile.sizes)
     view = tile.view
     return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
                                       view.start + first * tile.step)

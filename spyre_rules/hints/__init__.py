@@ -16,6 +16,7 @@ per graph, so an explicit call from the pipeline as well is harmless.
 from __future__ import annotations
 
 from spyre_rules.hints.api import (
+    bind_dim_sizes,
     bind_input_dim_names,
     bound_input_dim_names,
     clear_tensor_dims,
@@ -34,6 +35,7 @@ __all__ = [
     "HintError",
     "apply_automatic_hints",
     "assign_dim_hints",
+    "bind_dim_sizes",
     "bind_input_dim_names",
     "bound_input_dim_names",
     "clear_tensor_dims",

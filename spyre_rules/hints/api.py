@@ -56,6 +56,7 @@ __all__ = [
     "tensor_dim_names",
     "bind_input_dim_names",
     "bound_input_dim_names",
+    "bind_dim_sizes",
 ]
 
 #: ``node.meta["custom"]`` key holding the active levels, outermost first.
@@ -109,8 +110,26 @@ def declare_tensor_dim(name: str, size: int) -> None:
 
 
 def declared_tensor_dims() -> dict[str, int]:
-    """A copy of the declared dims (name -> size)."""
-    return dict(_DECLARED)
+    """A copy of the declared dims (name -> size), with the sizes bound by the
+    innermost ``bind_dim_sizes``."""
+    return {**_DECLARED, **(_BOUND_SIZES.get() or {})}
+
+
+_BOUND_SIZES: contextvars.ContextVar[dict[str, int] | None] = (
+    contextvars.ContextVar("spyre_rules_bound_dim_sizes", default=None)
+)
+
+
+@contextlib.contextmanager
+def bind_dim_sizes(sizes: Mapping[str, int]) -> Iterator[None]:
+    """Inside, declared dims ``sizes`` have these sizes: a graph with symbolic sizes
+    compiled for one concrete shape (backend/specialize.py) binds each declared dim
+    that names a symbolic dim to the call's size."""
+    token = _BOUND_SIZES.set(dict(sizes))
+    try:
+        yield
+    finally:
+        _BOUND_SIZES.reset(token)
 
 
 def clear_tensor_dims() -> None:

@@ -42,8 +42,10 @@ Everything is validated for *all* groups before the first op is touched, so an
 error (``CoarseTileError``: a ``RuntimeError`` naming the op, dim and count)
 leaves the IR as it was: non-contiguous group, op in two groups or already tiled,
 count not dividing a dim, a reduction dim of a reduction whose partial results
-cannot be combined (argmax/argmin, welford), a reduction level outside an output
-level of the same op (the accumulator would have to hold every outer tile), unknown
+cannot be combined (``passes/combine.py``), a reduction level outside an output
+level of the same op (the accumulator would have to hold every outer tile), an
+argmax / argmin tiled on two different reduction dims (its tile offsets are one
+count), unknown
 hint id, a device layout that cannot be rebuilt.  A count of 1 on a reduction dim
 is one tile over the whole dim: nothing to accumulate, the level leaves it whole.
 
@@ -79,7 +81,7 @@ from spyre_rules.facts.stick_layout import (
     within_stick_host_dim,
 )
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
-from spyre_rules.passes.combine import COMBINE
+from spyre_rules.passes.combine import FIELDS, combines, combining_kinds
 
 __all__ = ["coarse_tile", "CoarseTileError", "normalize_group"]
 
@@ -214,13 +216,13 @@ def _reduction_error(
 ) -> CoarseTileError | None:
     """Why ``op`` cannot accumulate over a tiled reduction dim (None: it can)."""
     kind = str(op.data.reduction_type)
-    if kind in COMBINE:
+    if combines(kind):
         return None
     named = f" ({', '.join(names)})" if names else ""
     return CoarseTileError(
         f"coarse_tile: {where}: cannot tile reduction {op_description(op)} on its reduction "
         f"dim {r}{named} of size {size} by {count}: its partial results cannot be combined "
-        f"across tiles (reduction {kind!r}; accumulation supports {', '.join(sorted(COMBINE))})"
+        f"across tiles (reduction {kind!r}; accumulation supports {', '.join(combining_kinds())})"
     )
 
 
@@ -408,6 +410,16 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
                 f"coarse_tile: {where}: {op_description(op)} tiles its output dim {dims[0]} "
                 f"inside a loop over its reduction dim {next(r for t in tiled_red for r in t)}; "
                 "put the reduction level innermost (an outer output level, then the reduction)"
+            )
+        earlier = {r for t in tiled_red for r in t}
+        if red_dims and earlier - set(red_dims) and "index" in FIELDS.get(
+                str(op.data.reduction_type), ()):
+            # The accumulator turns a tile's local index into the whole range's from
+            # the points combined so far: tiles must walk one reduction dim in order.
+            raise CoarseTileError(
+                f"coarse_tile: {where}: {op_description(op)} ({op.data.reduction_type}) tiles "
+                f"its reduction dim {red_dims[0]} inside a loop over its reduction dim "
+                f"{min(earlier)}; an index reduction accumulates over one tiled reduction dim"
             )
         for sizes, full, positions, what in (
             (ranges, old, dims, "dim"), (red, old_red, red_dims, "reduction dim"),

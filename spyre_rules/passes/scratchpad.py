@@ -72,7 +72,7 @@ def lx_candidates(graph: Any) -> dict[Any, list[Any]]:
             continue
         acc = getattr(op, ACCUMULATOR_ATTR, None)
         if acc is not None:  # read and written only inside the op's loop (accumulators.py)
-            found.setdefault(gid[0], []).append(_AccumulatorBuffer(acc))
+            found.setdefault(gid[0], []).extend(_AccumulatorBuffer(acc, f) for f in acc.fields)
         if not getattr(layout, "per_tile_fixed", False) or op.get_name() in outputs:
             continue
         if readers.get(op.get_name(), set()) - {gid[0]}:
@@ -84,18 +84,22 @@ def lx_candidates(graph: Any) -> dict[Any, list[Any]]:
 class _AccumulatorBuffer:
     """A reduction level's accumulator, seen as an LX candidate buffer."""
 
-    def __init__(self, acc: Any) -> None:
+    def __init__(self, acc: Any, field: Any) -> None:
         self.acc = acc
-        self.layout = acc.layout
+        self.field = field
+        self.layout = field.layout
 
     def get_name(self) -> str:
-        return self.acc.name
+        return self.field.name
 
 
-def _placed(record: Any, accumulator: bool, placement: Any) -> Any:
-    if accumulator:
-        return record.with_accumulator_scratchpad(placement)
-    return record.with_scratchpad(placement)
+def _placed(record: Any, op: Any, placement: Any) -> Any:
+    if not isinstance(op, _AccumulatorBuffer):
+        return record.with_scratchpad(placement)
+    if len(op.acc.fields) > 1:  # one placement per field buffer, by name
+        prior = {} if op.field is op.acc.fields[0] else record.accumulator_scratchpad
+        placement = {**prior, op.field.name: placement}
+    return record.with_accumulator_scratchpad(placement)
 
 
 def scratchpad_planning(graph: Any) -> dict[str, int]:
@@ -115,7 +119,7 @@ def scratchpad_planning(graph: Any) -> dict[str, int]:
             record = plan.get(owner)
             if start + size > capacity:
                 if record is not None:
-                    plan[owner] = _placed(record, isinstance(op, _AccumulatorBuffer),
+                    plan[owner] = _placed(record, op,
                                           f"stays in HBM: {size} bytes at LX offset {start} "
                                           f"exceed the {capacity}-byte capacity")
                 continue
@@ -123,6 +127,6 @@ def scratchpad_planning(graph: Any) -> dict[str, int]:
             placed[op.get_name()] = start
             end = start + size
             if record is not None:
-                plan[owner] = _placed(record, isinstance(op, _AccumulatorBuffer),
+                plan[owner] = _placed(record, op,
                                       {"lx": start, "size_bytes": size})
     return placed

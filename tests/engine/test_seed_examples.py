@@ -403,10 +403,12 @@ def test_9_coordinate_jointly_controlled_by_two_output_symbols():
 # -------------------------------------------------------- the support matrix
 
 
-def test_scalar_reduction_returns_none():
+def test_scalar_reduction_takes_a_reduction_level():
+    """x.sum() (rank 0): split dim 0 is reduction dim 0; 4 tiles of 2 rows fit 256 bytes."""
     ops = capture("scalar", lambda x: x.sum(), torch.randn(8, 64, dtype=FP16))
-    d = decide(ops, max_span_bytes=64)
-    assert (d.decision, d.reason) == ("no plan", "buf0 is a scalar/full reduction")
+    plan = plan_of(ops, max_span_bytes=256)
+    assert plan.splits == ((0, 4),)
+    assert [lv.is_reduction for lv in plan.levels] == [True]
 
 
 def test_more_than_three_overflowing_host_dims_is_unsupported():

@@ -75,9 +75,11 @@ def test_new_op_families_extend_old_programs_as_a_suffix():
     # fuzz_gen._Extension draws from its own stream after the original generator:
     # an old program is unchanged or gains ops (and index inputs) at its end.
     # (the hints of program 2 split the dim its amax reduces: reduction-dim hints)
-    assert generate(SEED, 2).op_text() == (  # not extended: as generated before the extension
-        "float32 x0:[4, 32]AB x1:[32]B | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0 "
-        "| hints [0..2]{'B': 2, 'A': 4}")
+    # (fuzz_reductions.Reductions, a third stream, appended program 2's var_mean and let the
+    # hint block grow over it)
+    assert generate(SEED, 2).op_text() == (  # the program generated before the extensions, then var_mean
+        "float32 x0:[4, 32]AB x1:[32]B | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0; "
+        "t3=torch.var_mean(t2, dim=0, keepdim=True) | hints [0..3]{'B': 2, 'A': 4}")
     assert generate(SEED, 3).op_text() == (  # extended: the old program, then a gather and an embedding
         "float32 x0:[3, 96]AB x1:[48, 6]__ x2:[41, 6]__ x3:[1, 3]_C | t0=x0.view(48, 6); "
         "t1=torch.tanh(t0); t2=t1 * x1; t3=torch.gather(t2, 0, x2); t4=F.embedding(x3, t3) "
@@ -95,7 +97,9 @@ def test_generator_covers_the_op_families_and_hint_forms():
                    # the transformer-model families (fuzz_gen._Extension)
                    "F.embedding(", "torch.index_select(", "torch.gather(", "torch.cumsum(",
                    ".triu(1)", ".tril()", "torch.arange(", "F.gelu(", "F.silu(", ".to(torch.",
-                   ".mul_(", ".masked_fill_("):
+                   ".mul_(", ".masked_fill_(",
+                   # the combining reductions (fuzz_reductions.Reductions)
+                   ".argmax(", ".argmin(", ".var(", "torch.var_mean("):
         assert needle in text, needle
     programs = [generate(SEED, i) for i in range(COUNT)]
     ranks = {len(v.shape) for p in programs for v in p.inputs}
@@ -104,6 +108,9 @@ def test_generator_covers_the_op_families_and_hint_forms():
                for p in programs), "no nested hint on the same dim"
     assert any(count == p.dims[d] for p in programs for h in p.hints
                for d, count in h.slices.items()), "no split equal to the dim size"
+    assert any(h.first == h.last == len(p.ops) - 1 and set(h.slices) <= set(p.ops[-1].reduced_names)
+               and re.search(r"\.(argmax|argmin|var)\(|var_mean", p.ops[-1].expr)
+               for p in programs for h in p.hints), "no hint on a combining reduction's reduced dim"
     assert all(1024 <= p.limit <= 64 * 1024 for p in programs)
 
 

@@ -289,15 +289,17 @@ def test_reduction_dim_tiled_by_hint_is_a_reduction_level(capture):
     assert op.data.ranges == [20, 16, 64] and op.data.reduction_ranges == [1]
 
 
-def test_argmax_reduction_dim_tiled_explicitly_raises_before_mutation(capture):
-    (op,) = ops = capture(lambda x: x.argmax(dim=0), torch.randn(2, 20, 16, 64).half())
+def test_argmax_on_two_reduction_dims_raises_before_mutation(capture):
+    """An index reduction turns a tile's local index into the whole range's from the
+    points combined so far: its tiles must walk one reduction dim in order."""
+    (op,) = ops = capture(lambda x: x.argmax(), torch.randn(4, 64).half())
     before = state(op)
     with pytest.raises(CoarseTileError) as info:
-        coarse_tile(ops, [([op], 2, [3])])
+        coarse_tile(ops, [([op], [(2, [0]), (2, [1])])])
     assert str(info.value) == (
-        f"coarse_tile: group 0 level 0: cannot tile reduction {op_description(op)} on its "
-        "reduction dim 0 of size 2 by 2: its partial results cannot be combined across tiles "
-        "(reduction 'argmax'; accumulation supports any, batchmatmul, max, min, prod, sum)"
+        f"coarse_tile: group 0 level 1: {op_description(op)} (argmax) tiles its reduction dim 1 "
+        "inside a loop over its reduction dim 0; an index reduction accumulates over one tiled "
+        "reduction dim"
     )
     assert state(op) == before
     assert loop_stamp(op) is None

@@ -228,16 +228,17 @@ def test_reduction_levels_in_groups(capture):
         [(0, 2, False), (1, 4, True)]]
 
 
-def test_argmax_over_a_tiled_dim_is_refused():
+def test_argmax_on_two_tiled_reduction_dims_is_refused():
+    """x.argmax() tiled on B, then on D inside: the count of combined points gives a
+    tile's offset only when tiles walk one reduction dim in order."""
     (x,) = _inputs([((8, 256), "BD")], torch.float16)
     with pytest.raises(Exception) as info:
-        run_spyre(_hinted({"D": 4}, lambda t: t.argmax(-1)), x)
+        run_spyre(_hinted({"B": 2}, lambda t: t.argmax(), {"D": 4}), x)
     err = find_cause(info.value, CoarseTileError)
     assert err is not None
     assert str(err).endswith(
-        "on its reduction dim 0 (D) of size 256 by 4: its partial results cannot be combined "
-        "across tiles (reduction 'argmax'; accumulation supports any, batchmatmul, max, min, "
-        "prod, sum)")
+        "(argmax) tiles its reduction dim 1 inside a loop over its reduction dim 0; an index "
+        "reduction accumulates over one tiled reduction dim")
 
 
 def test_output_level_inside_a_reduction_level_is_refused():
@@ -304,12 +305,14 @@ def test_automatic_plan_records_the_reduction_level(capture):
     assert plan.reason == "reduction-controlled input span for arg0_1"
 
 
-def test_argmax_is_not_split_automatically(capture):
+def test_argmax_is_split_automatically(capture):
     from spyre_rules.engine import plan_span_overflow_tile
 
     (op,) = capture(lambda t: t.argmax(-1), torch.randn(4, 65536).half())
     with config.patch(max_span_bytes=8192):
-        assert plan_span_overflow_tile(op) is None
+        plan = plan_span_overflow_tile(op)
+    assert [(lv.selected_host_dim, lv.split_count, lv.is_reduction) for lv in plan.levels] == [
+        (1, 64, True)]
 
 
 def test_unrolled_reduction_levels_equal_the_compact_program():
@@ -336,13 +339,13 @@ def test_a_sum_of_an_auto_tiled_add_shares_its_loop_as_a_reduction_level():
     verify_program(compiled)
 
 
-def test_an_argmax_of_an_auto_tiled_add_does_not_share_its_loop(capture):
-    """argmax's partials do not combine: legality refuses the carried reduction split
-    (reduction_combines), so the argmax stays out of the add's loop."""
-    from spyre_rules.hints import group_operations
-
-    ops = capture(lambda t: (t + 1).argmax(-1), torch.randn(4, 65536).half())
-    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False):
-        outcome = group_operations(ops)
-    assert [[o.get_name() for o in g] for g, _ in outcome.groups] == [["buf0"]]
-    assert outcome.actions["buf1"].rule == "no_plan"
+def test_an_argmax_of_an_auto_tiled_add_shares_its_loop_as_a_reduction_level():
+    """(x + 1).argmax(-1) on (4, 65536) fp16 at 8 KiB: argmax partials combine
+    (value and first index), so the add's split is the argmax's reduction level."""
+    x = torch.randn(4, 65536, generator=torch.Generator().manual_seed(0)).half()
+    x[1, 70] = x[1, 65000] = 9.0  # a tie across tiles: the first index wins
+    compiled = _auto(lambda t: (t + 1).argmax(-1), x)
+    assert torch.equal(compiled.output, (x + 1).argmax(-1))
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [
+        ["acc_init"] * 3 + [(64, ["add", "argmax", "argmax", "acc_count"]), "acc_finalize"]]
+    verify_program(compiled)

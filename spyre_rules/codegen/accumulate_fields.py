@@ -1,0 +1,154 @@
+"""Combine programs of multi-field accumulators: argmax / argmin and welford.
+
+An OpSpec stores one value, so a reduction whose partial result is a tuple
+(``passes/combine.py`` ``FIELDS``) updates its accumulator in one combine step
+per field.  Each step recomputes the tile's partial result (the reduction entry
+marked ``"partial"``: argmax / argmin yield (value, local index), welford its
+triple), loads the accumulator fields it needs and stores one field.  The steps
+run in an order in which each reads only fields not yet updated in this
+iteration:
+
+* argmax / argmin: index, value, count.  The tile wins where its value is
+  strictly better than the accumulator's, or is NaN where the accumulator's is
+  not (Inductor's ``maximum_with_index``: NaN is the extreme; ties keep the
+  accumulator, whose indices are all lower because tiles run in order).  Its
+  local index becomes the index over the whole range through the points counted
+  so far (``accumulators.IndexMap``).  The value starts at -inf / +inf (or the
+  integer extreme) and the index at 0: a first tile that does not beat that
+  start is all start values, whose first index is 0.
+* welford: m2, mean, weight, by Inductor's ``welford_combine``::
+
+      delta = where(mean_a == mean_b, 0, mean_b - mean_a)
+      weight = weight_a + weight_b
+      w2_over_w = where(weight == 0, 0, weight_b / weight)
+      mean = mean_a + delta * w2_over_w
+      m2 = m2_a + m2_b + delta * delta * weight_a * w2_over_w
+
+``steps`` returns, per step, the field it stores and the entries appended to
+the traced program (loads name accumulator fields by role: codegen binds them to
+args).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Step", "steps", "count_step"]
+
+
+class Step:
+    """One combine step: entries after the traced reduction, storing field ``role``."""
+
+    def __init__(self, role: str, first: int) -> None:
+        self.role = role
+        self.entries: list[dict[str, Any]] = []
+        self.loads: dict[int, str] = {}  # entry position -> accumulator field role
+        self._first = first
+
+    def add(self, entry: dict[str, Any]) -> int:
+        self.entries.append(entry)
+        return self._first + len(self.entries) - 1
+
+    def op(self, name: str, *ins: int) -> int:
+        return self.add({"op": name, "in": list(ins)})
+
+    def const(self, value: Any, dtype: str) -> int:
+        return self.add({"op": "constant", "value": value, "dtype": dtype})
+
+    def load(self, role: str, dtype: str) -> int:
+        at = self.add({"op": "load", "arg": None, "dtype": dtype})
+        self.loads[at] = role
+        return at
+
+    @property
+    def value(self) -> int:
+        return self._first + len(self.entries) - 1
+
+
+def _better(step: Step, kind: str, new: int, old: int, floating: bool) -> int:
+    better = step.op("gt" if kind == "argmax" else "lt", new, old)
+    if not floating:
+        return better
+    new_nan = step.op("isnan", new)
+    old_ok = step.op("logical_not", step.op("isnan", old))
+    return step.op("logical_or", better, step.op("logical_and", new_nan, old_ok))
+
+
+def _global_index(step: Step, local: int, count: int, index_map: Any) -> int:
+    if index_map.outer == 1:
+        return step.op("add", local, count)
+    block = step.const(index_map.block, "int64")
+    head = step.op("mul", step.op("floordiv", local, block), step.const(index_map.whole, "int64"))
+    offset = step.op("floordiv", count, step.const(index_map.outer, "int64"))
+    return step.op("add", step.op("add", head, offset), step.op("remainder", local, block))
+
+
+def _index_steps(kind: str, at: int, acc: Any, dtypes: dict[str, str]) -> list[Step]:
+    vdt = dtypes["value"]
+    floating = vdt.startswith(("float", "bfloat"))
+    out = []
+    for role in ("index", "value"):
+        step = Step(role, at + 1)
+        new = step.add({"op": "getitem", "in": [at], "index": 0})
+        local = step.add({"op": "getitem", "in": [at], "index": 1})
+        old = step.load("value", vdt)
+        better = _better(step, kind, new, old, floating)
+        if role == "index":
+            old_index = step.load("index", "int64")
+            index = _global_index(step, local, step.load("count", "int64"), acc.index_map)
+            step.add({"op": "where", "in": [better, index, old_index]})
+        else:
+            step.add({"op": "where", "in": [better, new, old]})
+        out.append(step)
+    return out
+
+
+def _welford_steps(at: int, dtypes: dict[str, str]) -> list[Step]:
+    dt = dtypes["mean"]
+    out = []
+    for role in ("m2", "mean", "weight"):
+        step = Step(role, at + 1)
+        mean_b, m2_b, weight_b = (step.add({"op": "getitem", "in": [at], "index": i})
+                                  for i in range(3))
+        weight_a = step.load("weight", dtypes["weight"])
+        weight = step.op("add", weight_a, weight_b)
+        if role == "weight":
+            out.append(step)
+            continue
+        mean_a = step.load("mean", dt)
+        zero = step.const(0.0, dt)
+        delta = step.op("where", step.op("eq", mean_a, mean_b), zero,
+                        step.op("sub", mean_b, mean_a))
+        w2_over_w = step.op("where", step.op("eq", weight, zero), zero,
+                            step.op("truediv", weight_b, weight))
+        if role == "mean":
+            step.op("add", mean_a, step.op("mul", delta, w2_over_w))
+        else:
+            m2_a = step.load("m2", dtypes["m2"])
+            spread = step.op("mul", step.op("mul", step.op("mul", delta, delta), weight_a),
+                             w2_over_w)
+            step.op("add", step.op("add", m2_a, m2_b), spread)
+        out.append(step)
+    return out
+
+
+def steps(kind: str, at: int, acc: Any, dtypes: dict[str, str]) -> list[Step]:
+    """The combine steps of a multi-field accumulator, in run order (module doc).
+
+    ``at``: the reduction entry of the traced program (the appended entries start
+    at ``at + 1``); ``dtypes``: field role -> dtype name.
+    """
+    if kind in ("argmax", "argmin"):
+        return _index_steps(kind, at, acc, dtypes)
+    if kind == "welford_reduce":
+        return _welford_steps(at, dtypes)
+    raise ValueError(f"no multi-field combine for reduction {kind!r}")
+
+
+def count_step(tile_points: int) -> Step:
+    """The last step of an index reduction: ``count += points of one tile`` (a
+    pointwise program over the output points)."""
+    step = Step("count", 0)
+    count = step.load("count", "int64")
+    step.op("add", count, step.const(tile_points, "int64"))
+    return step
