@@ -38,6 +38,7 @@ from spyre_rules.engine.compile import Lazy
 from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.lang.sections.grouping import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
+from spyre_rules.engine.run_axes import RunAxes, refine
 from spyre_rules.engine.records import AutoHint, GroupLevel, OpDecision, TileGroup, TraceStep
 from spyre_rules.engine.values import Carry, Level, NameLog, NamesSoFar, Run, Tiling
 from spyre_rules.facts import memo
@@ -123,6 +124,7 @@ class _Grouper:
         self.members: list[_Member] = []
         self.member_names = NameLog()
         self.tiled: dict[str, _Member] = {}  # the run's tiled members by name, in run order
+        self.axes = RunAxes()  # the open run's loop indices (engine/run_axes.py)
         self.groups: list[TileGroup] = []
         self.hints: dict[str, tuple[AutoHint, ...]] = {}
         self.next_id = HINT_ID_BASE
@@ -149,11 +151,40 @@ class _Grouper:
         return self.auto_tiled.so_far()
 
     def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
+        self.axes.link(op, levels, self.loop, next(iter(self.tiled), None), self.tiled.values())
         member = _Member(op, None if levels is None else list(levels), rule)
         self.members.append(member)
         self.member_names.add(op.get_name())
         if levels is not None:
             self.tiled[op.get_name()] = member
+        self._run = None
+
+    def split_run(self, closed: frozenset) -> None:
+        """Close the members up to the last one in ``closed`` as a loop of their own
+        (untiled members among them too); the run goes on with the rest."""
+        if not closed:
+            return
+        cut = max(i for i, m in enumerate(self.members) if m.op.get_name() in closed) + 1
+        head, rest = self.members[:cut], self.members[cut:]
+        self.members = head
+        self.close_run()
+        for m in rest:
+            self.members.append(m)
+            self.member_names.add(m.op.get_name())
+            if m.levels is not None:
+                self.tiled[m.op.get_name()] = m
+        self._run = None
+
+    def retile(self, levels: dict[str, list[Level]]) -> None:
+        """Every tiled member takes its levels under a refined loop (``refine``)."""
+        self.members = [m if m.levels is None else _Member(m.op, list(levels[m.op.get_name()]), m.rule)
+                        for m in self.members]
+        self.tiled = {}
+        self.axes = RunAxes()
+        for m in self.members:  # the indices again, as if each had joined with its new levels
+            self.axes.link(m.op, m.levels, self.loop, next(iter(self.tiled), None), self.tiled.values())
+            if m.levels is not None:
+                self.tiled[m.op.get_name()] = m
         self._run = None
 
     def plan_of(self, op: Any) -> Any:
@@ -193,6 +224,7 @@ class _Grouper:
             self.members = []
             self.member_names = NameLog()  # a new log: views of the old one stay as they were
             self.tiled = {}
+            self.axes = RunAxes()
             self._run = None
         # Untiled members after the last tiled one need no loop: they run once, after it.
         while members and members[-1].levels is None:
@@ -212,7 +244,16 @@ class _Grouper:
                 cells["carried"] = carry(op, self.tiled, self.loop)
             return cells["carried"]
 
+        def refined() -> Any:
+            if "refined" not in cells:
+                own = plan()
+                cells["refined"] = None if own is None else refine(op, own.levels, self.tiled,
+                                                                   self.loop, self.axes)
+            found = cells["refined"]
+            return None if found is None else found[0]
+
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
+                          refined=Lazy(refined),
                           # built when a rule reads it (only planned ops reach that rule)
                           auto_tiled_producers=Lazy(self.auto_tiled_value),
                           hinted_producers=self.hinted)
@@ -234,6 +275,14 @@ class _Grouper:
                 raise Unsupported(f"grouping rule `{rule.name}` conforms {name} to the open run, "
                                   "but its reads of the run carry no split onto its dims")
             self.add(op, through.levels, rule.name)
+        elif action == "refine":
+            if refined() is None:
+                raise Unsupported(f"grouping rule `{rule.name}` refines the open run to {name}'s "
+                                  "plan, but its plan cannot be carried onto the run")
+            record, levels = cells["refined"]
+            self.split_run(record.closed)
+            self.retile(levels)
+            self.add(op, record.levels, rule.name)
         elif action == "join" and plan() is None:
             if not self.tiled:
                 raise Unsupported(f"grouping rule `{rule.name}` joins {name}, which has no plan, "

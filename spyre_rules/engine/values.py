@@ -220,10 +220,28 @@ class Carry:
     through: frozenset  # the run members the op reads
 
 
+@dataclasses.dataclass(frozen=True)
+class RunMember:
+    """grouping: a tiled run member and its split under a refined loop (prelude ``RunMember``)."""
+
+    op: Any
+    tiling: Tiling
+
+
+@dataclasses.dataclass(frozen=True)
+class Refine:
+    """grouping: an op's own plan carried back onto the open run (prelude ``Refine``)."""
+
+    levels: list        # loop order, outer to inner: the op's own dims
+    tiling: Tiling
+    members: list       # RunMember per tiled member that takes the refined loop, in run order
+    closed: frozenset   # the members before them: they keep the run's split in a loop of their own
+
+
 #: prelude record name -> the engine's dataclass
 ENGINE_RECORDS: dict[str, type] = {
     "DimGroup": DimGroup, "Combo": Combo, "Level": Level, "Plan": PlanRecord, "Run": Run,
-    "Carry": Carry,
+    "Carry": Carry, "Refine": Refine, "RunMember": RunMember,
 }
 
 

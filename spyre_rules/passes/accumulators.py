@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from spyre_rules.errors import LayoutError
+from spyre_rules.facts.reduction_facts import accumulation_dtype
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.ir.ir_edit import op_description
@@ -67,7 +68,6 @@ __all__ = [
 
 ACCUMULATOR_ATTR = "accumulator"
 
-_HALF = (torch.float16, torch.bfloat16)
 
 
 class AccumulatorError(CoarseTileError):
@@ -155,11 +155,6 @@ class Accumulator:
         if len(self.fields) > 1:
             out["fields"] = [f.record() for f in self.fields]
         return out
-
-
-def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a reduction producing ``dtype`` accumulates in (its compute form)."""
-    return torch.float32 if dtype in _HALF else dtype
 
 
 def identity(reduction: str, dtype: torch.dtype) -> Any:

@@ -170,7 +170,7 @@ def _auto_decision(op: Any, outcome: Any, hint_ids: list[int] | None) -> Decisio
     """One op's record from the engine: the planner's decision, then the grouping step.
 
     ``rule`` names the rule that decided what the op runs: the grouping rule for a
-    tiled op (start / join / conform / single), else the planner's last step
+    tiled op (start / join / conform / refine / single), else the planner's last step
     (eligibility skip, no candidate, ...) or, when the planner was never asked,
     the grouping rule that passed the op.
     """

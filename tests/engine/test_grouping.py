@@ -201,12 +201,28 @@ def test_untiled_ops_after_the_last_tiled_member_stay_out_of_the_loop(x):
         (["buf0"], [(10000, sympy.Integer(5), False)])]
 
 
-def test_reading_a_closed_auto_tiled_group_is_rejected():
+def test_pointwise_reading_a_reduction_joins_the_run_it_opened():
     ops = capture("pw_reads_red", _pointwise_reads_reduction, torch.randn(2, 20, 16, 64, dtype=FP16))
-    with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
-        spyre_rules.span_overflow_groups(ops)
-    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
-                               "['buf0']; their tile loops cannot be fused with this op")
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+    assert outcome.actions["buf0"].rule == "reduction_opens_run"
+    assert outcome.actions["buf1"].rule == "to_open_run"
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(10), False), (10001, sympy.Integer(8), False)])]
+
+
+def _reads_closed_group(a):
+    c = a + 1
+    d = c[:, :1] * 2  # no plan: the run closes
+    return d, c * 3
+
+
+def test_reading_a_closed_auto_tiled_group_reads_its_full_buffer(x):
+    ops = capture("reads_closed", _reads_closed_group, x)
+    with without_hints(ops), config.patch(**ON):
+        outcome = group_operations(ops)
+    assert outcome.actions["buf2"].rule == "new_run"
+    assert [[o.get_name() for o in g] for g, _ in outcome.groups] == [["buf0"], ["buf2"]]
 
 
 def test_reading_a_user_hinted_producer_is_rejected(chain):

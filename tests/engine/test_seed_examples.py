@@ -130,20 +130,21 @@ def test_2_indirect_read_returns_none():
 def test_3_reduction_output_span_overflow():
     """x.sum(dim=1), x (20, 2, 16, 64), 8 KiB: out (20, 16, 64) is [16, 1, 20, 64];
     its coordinate d1 spans 16 * 1280 * 2 = 40960 bytes (host dim 1), and so does
-    the input's.  Host dim 1 (16) may split 2, 4, 8; 8 would fit both views.  But
-    the read of x over the reduced dim (2 rows, device dim 0 of x) spans
-    2 * 40960 = 81920 bytes, and a reduction level of 2 would leave Reduction
-    tiles of extent 1: no split makes the code that runs fit, so the op is refused
-    naming that read (it used to be planned (1, 8) and the span check warned)."""
+    the input's.  The reduction coordinate of x (the 2 reduced rows, 81920 bytes)
+    is a reduction_span candidate on split dim 3: a split of 2 leaves tiles of one
+    row, legal since codegen keeps a tiled unit dim's symbol.  Host dim 1 (16) may
+    split 2, 4, 8 or 16; 8 is the first with 2 * 1280 * 2 = 5120 <= 8192 on both
+    views, but the reduction level's fp32 accumulator of one output tile (20, 2, 64)
+    is [2, 20, 2, 32]: 2 * 20 * 2 * 32 * 4 = 10240 bytes (validation accumulator_fits).
+    16 leaves 5120: the plan is (1, 16) with the reduction level of 2 inside it."""
     ops = capture("sum1", lambda x: x.sum(dim=1), torch.randn(20, 2, 16, 64, dtype=FP16))
     d = decide(ops, max_span_bytes=8192)
     assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         ("output_span", 1, 40960), ("input_span", 1, 40960), ("reduction_span", 3, 81920)]
-    assert (d.decision, d.reason) == ("unsupported", (
-        "Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split brings its read under "
-        "the limit of 8192 bytes (reduction-controlled input span for arg0_1: device dim 0 (d3) "
-        "spans 81920 bytes); host dim 3: split 2 fails reduction_tile_extent (a Reduction tile "
-        "must keep at least 2 iterations of host dim 3)"))
+    plan = plan_of(ops, max_span_bytes=8192)
+    assert plan.splits == ((1, 16), (3, 2))
+    assert plan.reason == ("input span overflow for arg0_1; output span overflow; "
+                           "reduction-controlled input span for arg0_1")
 
 
 # ------------------------------------------------ 4. reduction input by output
@@ -427,17 +428,12 @@ def test_more_than_three_overflowing_host_dims_is_unsupported():
 
 def test_no_legal_divisor_17():
     """(1, 17, 16, 64) at 32 KiB (docs/layout_model.md §6.5): span 17 * 1024 * 2 = 34,816.
-    Pointwise may split 17 ways (tiles of extent 1 are fine); a Reduction may not,
-    so its only legal split is 1 -> Unsupported."""
+    17 is prime: Pointwise and Reduction alike split 17 ways (tiles of extent 1 are
+    fine for both: codegen keeps a tiled unit dim's loop symbol)."""
     pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))
     assert plan_of(pw, max_span_bytes=32768).splits == ((1, 17),)
     red = capture("red17", lambda x: x.sum(dim=0), torch.randn(2, 1, 17, 16, 64, dtype=FP16))
-    assert unsupported(red, max_span_bytes=32768) == (
-        "Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split of host dims [1] brings "
-        "its access under the limit of 32768 bytes (output span overflow: device dim 0 (d0) spans "
-        "34816 bytes; input span overflow for arg0_1: device dim 1 (d0) spans 69632 bytes); host "
-        "dim 1: split 17 fails reduction_tile_extent (a Reduction tile must keep at least 2 "
-        "iterations of host dim 1)")
+    assert plan_of(red, max_span_bytes=32768).splits == ((1, 17),)
 
 
 def test_user_hinted_op_is_skipped(add_8195):

@@ -27,11 +27,14 @@ KiB = 1024
 
 #: (model, attention, dtype, max_span_bytes) -> how many ops the plan tiles
 #: (a loop level of their own), and how many embeddings' gathered reads overflow.
+#: A tiled Reduction / BMM opens a run its consumers join tile by tile (GPT-2's
+#: fused qkv addmm: the attention after it shares its loop), so more ops are tiled
+#: than overflow on their own.
 CASES = {
-    ("gpt2", "sdpa", torch.float32, 16 * KiB): (6, 1),
+    ("gpt2", "sdpa", torch.float32, 16 * KiB): (34, 1),
     ("llama", "sdpa", torch.float32, 16 * KiB): (12, 1),
     ("bert", "sdpa", torch.float32, 16 * KiB): (8, 1),
-    ("gpt2", "eager", torch.float16, 16 * KiB): (2, 0),
+    ("gpt2", "eager", torch.float16, 16 * KiB): (4, 0),
     ("gpt2", "eager", torch.float32, 64 * KiB): (0, 0),
     ("llama", "eager", torch.float16, 64 * KiB): (0, 0),
     ("bert", "eager", torch.float32, 64 * KiB): (0, 0),
@@ -97,7 +100,9 @@ def test_the_plan_tiles_what_overflows(auto_run):
     case, run = auto_run
     tiled = [r for r in _ops(run) if r["levels"]]
     assert len(tiled) == CASES[case][0]
-    assert all(r["decision"] == "plan" for r in tiled)
+    # an op with no plan of its own is tiled only by sharing a run it reads tile by tile
+    assert all(r["decision"] == "plan" or r["rule"] == "grouping.untiled_reader_to_open_run"
+               for r in tiled), [(r["op"], r["decision"], r["rule"]) for r in tiled]
     loops = run.loop_counts()
     assert bool(loops) == bool(tiled)
     assert all(count > 1 for count in loops)

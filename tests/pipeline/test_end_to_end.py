@@ -295,8 +295,9 @@ def test_refused_graph_still_writes_plan_json(tmp_path):
     assert list(ops) == ["buf0", "buf1"]
     assert {n: (r["decision"], r["levels"], r["graph_error"]) for n, r in ops.items()} == {
         "buf0": ("plan", [[1, 19], [2, 2]], CONFLICT),
-        "buf1": ("plan", [[1, 2]], CONFLICT),
+        "buf1": ("plan", [[1, 2], [3, 19]], CONFLICT),
     }
-    assert ops["buf1"]["reason"] == "input span overflow for buf0; output span overflow"
+    assert ops["buf1"]["reason"] == ("input span overflow for buf0; output span overflow; "
+                                     "reduction-controlled input span for buf0")
     assert ops["buf1"]["rule_trace"][-1]["rule"] == "plan"
     assert sorted(p.name for p in (tmp_path / "graph_0").iterdir()) == ["plan.json", "wrapper.py"]

@@ -68,7 +68,7 @@ def test_sum_dim0_gets_the_span_safe_plan():
     (op,) = ops
     record = records(ops)["buf0"]
     assert (record["decision"], record["levels"], record["rule"]) == (
-        "plan", [[0, 10], [1, 8]], "grouping.own_group")
+        "plan", [[0, 10], [1, 8]], "grouping.reduction_opens_run")
     assert record["reason"] == "input span overflow for arg0_1; output span overflow"
     assert loop_count(op) == [10, 8] and loop_tiled_dims(op) == [[0], [1]]
     assert [int(r) for r in op.data.ranges] == [2, 2, 64]
