@@ -16,9 +16,13 @@ programs then gain one or two ops of the transformer-model families
 (``fuzz_extension.Extension``: embedding / index_select / gather over int64 index inputs,
 cumsum, causal masks, GELU / SiLU, dtype round trips, in-place ops), drawn from
 a separate random stream so that the original part of every seed is unchanged.
-About 30% of programs finally gain a combining reduction (``fuzz_reductions``:
+About 30% of programs then gain a combining reduction (``fuzz_reductions``:
 argmax / argmin, ``var`` / ``var_mean`` over a dim, several or all), often with a
 hint block of its own splitting a dim it reduces, from a third stream.
+About a third finally gain a precision check (``fuzz_numerics.Numerics``, a stream of
+its own, drawn last): an op on inputs only -- a one-element operand, a float16 or
+bfloat16 bias linear / addmm, a low-precision cast chain -- returned as one more
+output that must equal eager bit for bit, or differ in at most 1% of its elements.
 
 Each program renders to Python source with three functions sharing one op list:
 
@@ -39,6 +43,7 @@ import math
 import random
 
 from fuzz_extension import Extension
+from fuzz_numerics import Numerics
 from fuzz_reductions import Reductions
 from fuzz_program import (LETTERS, MAX_NUMEL, Hint, Op, Program, Value, _broadcast, _broadcastable,  # noqa: F401
                           _divisors, _numel, _vars_in)
@@ -458,6 +463,7 @@ class _Gen:
         Extension(self, program).extend()
         self.extend_attention(program)
         Reductions(self, program).extend()
+        Numerics(self, program).extend()
         return program
 
     def limit(self) -> int:

@@ -25,7 +25,7 @@ class Value:
     var: str
     shape: tuple[int, ...]
     names: tuple[str | None, ...]
-    dtype: str  # "float16" | "float32" | "bool" | "int64" (index inputs)
+    dtype: str  # "float16" | "float32" | "bfloat16" | "bool" | "int64" (index inputs)
     contiguous: bool = True
     is_input: bool = False
     high: int = 0  # int64 inputs: values are drawn from [0, high)
@@ -64,6 +64,9 @@ class Program:
     limit: int  # max_span_bytes of the automatic variants
     sencores: int
     unroll: bool
+    #: output var -> "bits" (equal to eager bit for bit) or "share" (at most
+    #: ``fuzz_numerics.SHARE`` of its elements differ): outputs that read only inputs
+    exact: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def key(self) -> str:

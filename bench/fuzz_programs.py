@@ -8,8 +8,12 @@ and mixed (hints + automatic) -- with ``torch.compile(backend=...)`` and
 (``bench/fuzz_run.py`` documents the outcomes and the tolerance).
 
 Output: one line per failure (``FAIL seed:index variant outcome error: message``
-followed by the program on one line), then as the last six lines a table of
-outcome counts per variant.  Exit code 1 if any program is wrong, stops at run
+followed by the program on one line), one ``DISAGREE`` line per span-check warning
+of an op whose decision says no span exceeds the limit (the planner and the span
+check must measure the same accesses: also a failure), then a table of outcome
+counts per variant and, last, the share of automatically tiled programs that
+compiled with every access within the span limit (``--overflows`` prints each
+span-check warning).  Exit code 1 if any program is wrong, stops at run
 time or crashes; clean refusals are counted, not failures.
 
 ``--replay SEED:INDEX [--variant V]`` prints a standalone script for that
@@ -91,6 +95,29 @@ def failure_line(program, result) -> str:
             f"{result.message} || {program.op_text()}")
 
 
+def span_outcomes(result) -> collections.Counter:
+    """Span-check tallies of one automatically tiled result: compiled, compiled with
+    every access fitting, and span-check warnings the op's decision does not answer."""
+    c: collections.Counter = collections.Counter()
+    if result.variant == "auto" and result.outcome in ("equal", "wrong"):
+        c["compiled"] += 1
+        c["fits"] += not result.span_warnings
+        c["silent"] += len(result.silent_overflows)
+    return c
+
+
+def span_line(spans: collections.Counter) -> str:
+    share = spans["fits"] / spans["compiled"] if spans["compiled"] else 0.0
+    return (f"auto: {spans['fits']} of {spans['compiled']} compiled programs ({share:.1%}) have every "
+            f"access within the span limit; {spans['silent']} span-check warning(s) of an op whose "
+            "decision says no span exceeds the limit")
+
+
+def disagreement_line(program, result, warning: str) -> str:
+    return (f"DISAGREE {program.key} {result.variant}: the span check flags an access the decision "
+            f"says fits: {warning} || {program.op_text()}")
+
+
 def replay(key: str, variants: tuple[str, ...], check_paths: bool = False) -> int:
     seed, index = (int(p) for p in key.split(":"))
     program = generate(seed, index)
@@ -115,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one variant per program (index %% 4), as the test suite does")
     parser.add_argument("--replay", metavar="SEED:INDEX")
     parser.add_argument("--refusals", action="store_true", help="print clean refusals too")
+    parser.add_argument("--overflows", action="store_true",
+                        help="print every span-check warning of a compiled program too")
     parser.add_argument("--both-paths", action="store_true",
                         help="also compare the executor's general and structured paths")
     parser.add_argument("--only", default="", metavar="TEXT[,TEXT...]",
@@ -131,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     failures = skipped = 0
     counts = {v: collections.Counter() for v in variants}
+    spans = collections.Counter()
     done = {"programs": 0, "last": None}
 
     def report(program, result):
@@ -139,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         if done["last"] != program.key:
             done["programs"] += 1
             done["last"] = program.key
+        spans.update(span_outcomes(result))
         if result.outcome in fuzz_run.FAILURES:
             failures += 1
             print(failure_line(program, result), flush=True)
@@ -149,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.refusals and result.outcome == "refused":
             print(f"REFUSED {program.key} {result.variant} {result.error}: {result.message}",
                   flush=True)
+        if args.overflows:
+            for warning in result.span_warnings:
+                print(f"OVERFLOW {program.key} {result.variant}: {warning}", flush=True)
+        for warning in result.silent_overflows:
+            failures += 1
+            print(disagreement_line(program, result, warning), flush=True)
 
     start = time.perf_counter()
     try:
@@ -162,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
           "replay one with --replay SEED:INDEX")
     for line in summary_lines(counts):
         print(line)
+    print(span_line(spans))
     return 1 if failures or skipped else 0
 
 

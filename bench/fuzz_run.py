@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import warnings
 from pathlib import Path
 
 # Fuzz the tree this file lives in, not whatever spyre_rules is installed.
@@ -59,6 +60,7 @@ import torch.nn.functional as F  # noqa: E402
 import spyre_rules  # noqa: E402,F401  (registers the backend)
 from spyre_rules import config  # noqa: E402
 from spyre_rules.backend.compile import spyre_rules_backend  # noqa: E402
+from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflowWarning  # noqa: E402
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
@@ -75,6 +77,7 @@ from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
 import fuzz_paths  # noqa: E402
 from fuzz_gen import Program  # noqa: E402
+from fuzz_numerics import SHARE  # noqa: E402
 
 # Dynamo measures every new guard set's latency after a cache flush (tens of ms per
 # compiled frame, only logged); each fuzz program is a new frame, so skip it.
@@ -94,6 +97,15 @@ class Result:
     outcome: str
     message: str = ""
     error: str = ""  # exception class (refusal, run-time error, crash)
+    #: the span check's warnings of the run (a user hint may overflow: it wins, the check warns)
+    span_warnings: tuple[str, ...] = ()
+
+    @property
+    def silent_overflows(self) -> tuple[str, ...]:
+        """Span-check warnings whose op's decision says nothing overflows: the planner and
+        the span check disagree (every overflow must be answered by the decision)."""
+        return tuple(w for w in self.span_warnings
+                     if "planner decision: no plan: no span exceeds the limit" in w)
 
 
 def variant_settings(program: Program, variant: str) -> dict:
@@ -132,8 +144,18 @@ def _flat(value) -> list[torch.Tensor]:
     return [t for v in value for t in _flat(v)]
 
 
+def _claims(program: Program, expected) -> list[str | None]:
+    """Per flattened output, its ``Program.exact`` claim (an output may be a tuple)."""
+    values = expected if len(program.outputs) > 1 else (expected,)
+    claims: list[str | None] = []
+    for var, value in zip(program.outputs, values):
+        claims += [program.exact.get(var)] * len(_flat(value))
+    return claims
+
+
 def compare(program: Program, actual, expected, bound) -> str | None:
     """None when ``actual`` matches ``expected``; otherwise what differs."""
+    claims = _claims(program, expected)
     actual, expected, bound = _flat(actual), _flat(expected), _flat(bound)
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, eager has {len(expected)}"
@@ -164,6 +186,16 @@ def compare(program: Program, actual, expected, bound) -> str | None:
             return (f"output {i}: {n_bad}/{e.numel()} elements off, max |err| "
                     f"{float(diff.max()):.4g} (worst over tol by {worst:.3g} at flat {at}: "
                     f"got {float(ad.flatten()[at]):.6g}, eager {float(ed.flatten()[at]):.6g})")
+        claim = claims[i] if i < len(claims) else None
+        if claim is not None:
+            differ = ~((ad == ed) | (torch.isnan(ad) & torch.isnan(ed)))
+            n_differ = int(differ.sum())
+            if claim == "bits" and n_differ or claim == "share" and n_differ > max(1, SHARE * e.numel()):
+                at = int(torch.argmax(differ.flatten().to(torch.int8)))
+                return (f"output {i}: {n_differ}/{e.numel()} elements differ from eager, where "
+                        f"{'none' if claim == 'bits' else f'at most {SHARE:.0%}'} may "
+                        f"(rounding where eager rounds; first at flat {at}: got "
+                        f"{float(ad.flatten()[at]):.8g}, eager {float(ed.flatten()[at]):.8g})")
     return None
 
 
@@ -174,7 +206,21 @@ def _error_text(exc: BaseException) -> str:
 def run_variant(program: Program, variant: str, check_paths: bool = False) -> Result:
     """Compile, run once, judge against eager; with ``check_paths`` an equal program
     is also run on the executor's general and structured paths (``fuzz_paths``),
-    which must agree byte for byte (a difference is a wrong result of one of them)."""
+    which must agree byte for byte (a difference is a wrong result of one of them).
+    The span check's warnings become the result's ``span_warnings``; any other
+    warning passes through."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = _run_variant(program, variant, check_paths)
+    span = (SpanOverflowWarning, IndirectReadSpanWarning)
+    for w in seen:
+        if not issubclass(w.category, span):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return dataclasses.replace(result, span_warnings=tuple(
+        str(w.message) for w in seen if issubclass(w.category, span)))
+
+
+def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
     hinted = variant in ("manual", "mixed")
     ns = _namespace(program)
     fn = ns["f_hinted" if hinted else "f_plain"]

@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (50 tests in 3 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (53 tests in 3 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -79,9 +79,11 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
     assert lines[2:5] == [
         "  buf0:",
         "    - expected: unsupported: ...no combined split among host dims [0] keeps every span within "
-        "128 bytes after trying at most 5 combinations...",
-        "    + actual:   unsupported: Cannot auto-tile buf0: no combined split among host dims [0] keeps "
-        "every span within 128 bytes after trying at most 4 combinations",
+        "128 bytes after trying 5 combinations (the last: an output span of buf0 still exceeds 128 "
+        "bytes with split {0: 26})...",
+        "    + actual:   unsupported: Cannot auto-tile buf0 (aten ops: add.Tensor): no combined split "
+        "among host dims [0] keeps every span within 128 bytes after trying 4 combinations (the last: "
+        "an output span of buf0 still exceeds 128 bytes with split {0: 13})",
     ]
     assert "    trace of buf0:" in lines
     assert ("      legality.splits: legal  [op=buf0, dim=0, legal=[1, 2, 5, 10, 13], rejected=['26: "

@@ -29,14 +29,19 @@ __all__ = ["batchmatmul", "keep_matmul_batch"]
 
 
 @torch.library.custom_op("spyre_rules::batchmatmul", mutates_args=())
-def batchmatmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a[*batch, M, K] @ b[*batch, K, N]`` (equal batch shapes)."""
-    return torch.matmul(a, b)
+def batchmatmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``a[*batch, M, K] @ b[*batch, K, N] (+ bias)`` (equal batch shapes); a half
+    product and its bias are summed before the one rounding, as ``linear`` does."""
+    if bias is None:
+        return torch.matmul(a, b)
+    wide = torch.matmul(a.float(), b.float()) + bias.float()
+    return wide.to(torch.promote_types(a.dtype, bias.dtype))
 
 
 @batchmatmul.register_fake
-def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a.new_empty([*a.shape[:-1], b.shape[-1]])
+def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    dtype = a.dtype if bias is None else torch.promote_types(a.dtype, bias.dtype)
+    return a.new_empty([*a.shape[:-1], b.shape[-1]], dtype=dtype)
 
 
 _MATMUL_FUNCTIONS = {operator.matmul, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__}
@@ -115,11 +120,10 @@ def keep_matmul_batch(gm: torch.fx.GraphModule) -> bool:
                 b = t
             a_e = _expanded(graph, a, av, [*batch, *av.shape[-2:]], meta)
             b_e = _expanded(graph, b, bv, [*batch, *bv.shape[-2:]], meta)
-            out = graph.call_function(torch.ops.spyre_rules.batchmatmul.default, (a_e, b_e))
+            # the bias goes into the product op: summed before the one rounding
+            operands = (a_e, b_e) if bias is None else (a_e, b_e, bias)
+            out = graph.call_function(torch.ops.spyre_rules.batchmatmul.default, operands)
             out.meta = dict(meta)
-            if bias is not None:
-                out = graph.call_function(operator.add, (out, bias))
-                out.meta = dict(meta)
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         changed = True

@@ -56,7 +56,7 @@ from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
-    attention, concat, host_steps, matmul, named_dims, pre_scheduling, scan,
+    attention, concat, host_steps, matmul, named_dims, pre_scheduling, precision_casts, scan,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -245,5 +245,6 @@ def spyre_rules_context() -> Iterator[None]:
         stack.enter_context(scan.scan_lowerings())
         stack.enter_context(named_dims.name_dims_lowerings())
         stack.enter_context(attention.explicit_attention_kept())
+        stack.enter_context(precision_casts.lossy_casts_kept())
         stack.enter_context(_cpu_codegen_registered())
         yield

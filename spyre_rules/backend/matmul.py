@@ -15,6 +15,13 @@ ATen would fold or merge batch dims of reaches us as the custom op
 
 K == 1 is a pointwise multiply (Inductor would otherwise turn a one-element
 reduction into a Pointwise that stores the pair itself).
+
+``addmm``/``baddbmm`` (and a linear with bias) in float16/bfloat16 round once, as
+eager does: ``round(beta * bias + alpha * sum_k a*b)`` with the sum and the bias
+add in float32.  So the product of a biased matmul is a float32 Reduction (its
+accumulator is float32 whether or not K is tiled: ``passes/accumulators``), the
+bias is widened, and the pointwise sum is rounded to the half dtype at its store;
+a half product rounded before the bias add would round twice (issue 32).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 import torch
 from torch._inductor import ir
 from torch._inductor import lowering as L
-from torch._inductor.virtualized import V
+from torch._inductor.virtualized import V, ops
 
 from spyre_rules.backend.lowering_table import lowerings_swapped, register_on_every_overload
 
@@ -38,16 +45,21 @@ MATMUL_PACKETS = (aten.mm, aten.bmm, aten.addmm, aten.baddbmm)
 BATCHMATMUL = "batchmatmul"
 
 
-def lower_batchmatmul(a: Any, b: Any) -> Any:
-    """``a[*batch, M, K] @ b[*batch, K, N]`` as a Reduction over K."""
+def lower_batchmatmul(a: Any, b: Any, dst_dtype: Any = None) -> Any:
+    """``a[*batch, M, K] @ b[*batch, K, N]`` as a Reduction over K, its result in
+    ``dst_dtype`` (default: the operands' dtype)."""
     a_size, b_size = list(a.get_size()), list(b.get_size())
     if len(a_size) != len(b_size) or len(a_size) < 2:
         raise ValueError(f"batchmatmul operands of rank {len(a_size)} and {len(b_size)}")
     *batch, m, k = a_size
     n = b_size[-1]
     dtype = a.get_dtype()
+    out_dtype = dtype if dst_dtype is None else dst_dtype
     if V.graph.sizevars.statically_known_equals(k, 1):
-        # One product per output element: a broadcast multiply, no reduction.
+        # One product per output element: a broadcast multiply, no reduction (the
+        # product of two halves is exact in float32).
+        if out_dtype != dtype:
+            a, b = L.to_dtype(a, out_dtype), L.to_dtype(b, out_dtype)
         return L.mul(a, b)
 
     a.realize()
@@ -62,7 +74,7 @@ def lower_batchmatmul(a: Any, b: Any) -> Any:
 
     out = ir.Reduction.create(
         device=a.get_device(),
-        dst_dtype=dtype,
+        dst_dtype=out_dtype,
         src_dtype=dtype,
         inner_fn=inner_fn,
         ranges=[*batch, m, n],
@@ -86,25 +98,57 @@ def _mm(mat1: Any, mat2: Any, out_dtype: Any = None, **_: Any) -> Any:
     return lower_batchmatmul(mat1, mat2)
 
 
-def _scaled_sum(inp: Any, product: Any, alpha: Any, beta: Any) -> Any:
-    # beta * inp + alpha * product, skipping the identities so a plain bias add
-    # stays one pointwise op.
-    if alpha != 1:
-        product = L.mul(product, alpha)
-    if beta == 0:
-        return product
-    if beta != 1:
-        inp = L.mul(inp, beta)
-    return L.add(inp, product)
+def _scaled_sum(inp: Any, mat1: Any, mat2: Any, alpha: Any, beta: Any) -> Any:
+    """``beta * inp + alpha * (mat1 @ mat2)`` rounded once to the operands' dtype: a
+    half-precision product and bias are summed in float32 (module doc)."""
+    dtype = mat1.get_dtype()
+    if dtype not in (torch.float16, torch.bfloat16):
+        product = lower_batchmatmul(mat1, mat2)
+        if alpha != 1:
+            product = L.mul(product, alpha)
+        if beta == 0:
+            return product
+        if beta != 1:
+            inp = L.mul(inp, beta)
+        return L.add(inp, product)
+    wide = torch.float32
+    product = lower_batchmatmul(mat1, mat2, wide)
+    size = list(product.get_size())
+    load_product = product.make_loader()
+    load_inp = None if beta == 0 else L.expand(inp, size).make_loader()
+
+    # One pointwise op: the bias is widened where it is read (a widened copy of its
+    # own would be one more op, outside any loop of the product's tiles).
+    def inner_fn(index: Any) -> Any:
+        total = load_product(index)
+        if alpha != 1:
+            total = ops.mul(total, ops.constant(alpha, wide))
+        if load_inp is not None:
+            bias = ops.to_dtype(load_inp(index), wide)
+            if beta != 1:
+                bias = ops.mul(bias, ops.constant(beta, wide))
+            total = ops.add(bias, total)
+        return ops.to_dtype(total, dtype)
+
+    return ir.Pointwise.create(device=product.get_device(), dtype=dtype, inner_fn=inner_fn,
+                               ranges=size)
 
 
 def _addmm(inp: Any, mat1: Any, mat2: Any, *, alpha: Any = 1, beta: Any = 1, **_: Any) -> Any:
     _check_dtypes(mat1, mat2)
-    return _scaled_sum(inp, lower_batchmatmul(mat1, mat2), alpha, beta)
+    return _scaled_sum(inp, mat1, mat2, alpha, beta)
 
 
 def _bmm(mat1: Any, mat2: Any, out_dtype: Any = None, **_: Any) -> Any:
     return _mm(mat1, mat2, out_dtype)
+
+
+def _biased_bmm(mat1: Any, mat2: Any, bias: Any = None) -> Any:
+    """``spyre_rules.batchmatmul(a, b, bias)``: a batched linear's product plus its bias."""
+    if bias is None:
+        return _mm(mat1, mat2)
+    _check_dtypes(mat1, mat2)
+    return _scaled_sum(bias, mat1, mat2, 1, 1)
 
 
 def _baddbmm(inp: Any, mat1: Any, mat2: Any, *, alpha: Any = 1, beta: Any = 1, **_: Any) -> Any:
@@ -117,7 +161,7 @@ def _our_lowerings() -> dict[Any, Any]:
     table: dict[Any, Any] = {}
     for packet, fn in ((aten.mm, _mm), (aten.bmm, _bmm), (aten.addmm, _addmm),
                        (aten.baddbmm, _baddbmm),
-                       (torch.ops.spyre_rules.batchmatmul, _bmm)):
+                       (torch.ops.spyre_rules.batchmatmul, _biased_bmm)):
         register_on_every_overload(packet, fn, table)
     return table
 

@@ -205,6 +205,12 @@ def accumulation_specs(
         combines = [_single_combine(spec, acc, access(acc.fields[0], False),
                                     access(acc.fields[0], True), at)]
     else:
+        if acc.index_map is not None and len(program[at]["in"]) != 1:
+            # Inductor's logical index of a non-contiguous input: a value of the tile's
+            # own symbols, not the position the accumulator's count offsets
+            raise UnsupportedGraph(
+                f"{what}: a {acc.reduction} with a computed (logical) index cannot accumulate "
+                "across tiles of its reduction dim")
         base = [*program[:at], {**program[at], "partial": True}]
         dtypes = {f.role: _dtype_name(f.dtype) for f in acc.fields}
         combines = [_combine_spec(spec, acc, step, base, access)

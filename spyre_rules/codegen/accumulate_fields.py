@@ -10,8 +10,10 @@ iteration:
 
 * argmax / argmin: index, value, count.  The tile wins where its value is
   strictly better than the accumulator's, or is NaN where the accumulator's is
-  not (Inductor's ``maximum_with_index``: NaN is the extreme; ties keep the
-  accumulator, whose indices are all lower because tiles run in order).  Its
+  not (Inductor's ``maximum_with_index``: NaN is the extreme), and, for the
+  index, where the values are equal (NaN and NaN) and its index is lower: tiles
+  of the outermost reduction dim run in index order (the accumulator's indices
+  are all lower), those of an inner one do not.  Its
   local index becomes the index over the whole range through the points counted
   so far (``accumulators.IndexMap``).  The value starts at -inf / +inf (or the
   integer extreme) and the index at 0: a first tile that does not beat that
@@ -96,6 +98,15 @@ def _index_steps(kind: str, at: int, acc: Any, dtypes: dict[str, str]) -> list[S
         if role == "index":
             old_index = step.load("index", "int64")
             index = _global_index(step, local, step.load("count", "int64"), acc.index_map)
+            if acc.index_map.outer > 1:
+                # tiles of an inner reduction dim do not visit indices in order: an
+                # equal value (NaN and NaN) takes the lower index
+                equal = step.op("eq", new, old)
+                if floating:
+                    equal = step.op("logical_or", equal, step.op(
+                        "logical_and", step.op("isnan", new), step.op("isnan", old)))
+                lower = step.op("logical_and", equal, step.op("lt", index, old_index))
+                better = step.op("logical_or", better, lower)
             step.add({"op": "where", "in": [better, index, old_index]})
         else:
             step.add({"op": "where", "in": [better, new, old]})

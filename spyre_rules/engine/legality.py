@@ -56,10 +56,29 @@ def compile_legality(ic: ItemCompiler, sec: A.Section) -> Legality:
 class _Legality:
     __slots__ = ("legal", "rejected", "guard")
 
-    def __init__(self, legal: list[int], rejected: dict[int, str], guard: tuple[str, str] | None):
+    def __init__(self, legal: list[int], rejected: dict[int, tuple[str, str]],
+                 guard: tuple[str, str] | None):
         self.legal = legal
-        self.rejected = rejected
+        self.rejected = rejected  # split count -> (requirement, its message) that refused it
         self.guard = guard  # (rule, message) of a reject guard that fired
+
+    def refusals(self, dim: int) -> str:
+        """Why no split count above 1 is legal: the guard's message, or each failing
+        requirement with the split counts it refused (its message for the first)."""
+        if self.guard is not None:
+            return f"host dim {dim}: {self.guard[1]}"
+        if not self.rejected:
+            return f"host dim {dim}: no split count above 1 divides its range"
+        by_req: dict[str, list[int]] = {}
+        for k, (name, _) in self.rejected.items():
+            by_req.setdefault(name, []).append(k)
+        parts = []
+        for name, ks in by_req.items():
+            message = self.rejected[ks[0]][1]
+            counts = ", ".join(str(k) for k in ks)
+            parts.append(f"split{'s' if len(ks) > 1 else ''} {counts} fail{'' if len(ks) > 1 else 's'} "
+                         f"{name} ({message})")
+        return f"host dim {dim}: " + "; ".join(parts)
 
 
 class LegalityEvaluation:
@@ -92,10 +111,10 @@ class LegalityEvaluation:
                 if req is None:
                     legal.append(k)
                 else:
-                    rejected[k] = req.name
+                    rejected[k] = (req.name, self._message(req, kenv))
             result = _Legality(legal, rejected, None)
             self.record("legality", "splits", "legal", None, op=op, dim=dim, legal=legal,
-                        rejected=[f"{k}: {r}" for k, r in rejected.items()])
+                        rejected=[f"{k}: {r}" for k, (r, _) in rejected.items()])
         self._legality[key] = result
         return result
 

@@ -71,7 +71,7 @@ class SpanOverflowTilePlan:
         return tuple((lv.selected_host_dim, lv.split_count) for lv in self.levels)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class TraceStep:
     """A rule that fired (or a phase result), with the values it saw.
 
@@ -86,6 +86,11 @@ class TraceStep:
 
     def rendered_values(self) -> dict[str, str]:
         return {k: render(v) for k, v in self.values.items()}
+
+    def __repr__(self) -> str:
+        # values rendered as rules see them (an op by its name): readable, and safe
+        # outside a graph context, unlike an IR op's own repr
+        return f"TraceStep({self.text()!r})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"section": self.section, "rule": self.rule, "outcome": self.outcome,
@@ -161,6 +166,18 @@ class TileGroup(NamedTuple):
 
     ops: list[Any]
     levels: list[GroupLevel]
+
+    def __repr__(self) -> str:
+        # ops by name: an IR op's own repr runs its inner_fn, which needs a graph
+        # context (a restickify's loads fail under Inductor's NullHandler)
+        levels = ", ".join(f"GroupLevel(hint_id={lv.hint_id}, split={lv.split}, "
+                           f"is_reduction={lv.is_reduction})" for lv in self.levels)
+        return f"TileGroup(ops={[_name(op) for op in self.ops]}, levels=[{levels}])"
+
+
+def _name(op: Any) -> str:
+    get = getattr(op, "get_name", None)
+    return get() if callable(get) else str(op)
 
 
 @dataclasses.dataclass(frozen=True)

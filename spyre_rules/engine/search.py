@@ -96,7 +96,7 @@ class SearchEvaluation:
             raise self._fail(op, "search.order", err) from None
         dims = [g.dim for g in ordered]
         self.record("search", "order", "dims", None, dims=dims)
-        fired = self.first_match(search.guards, self.env(op=op, dims=dims), op)
+        fired = self.first_match(search.guards, self.env(op=op, **self._guard_bindings(op, ordered)), op)
         if fired is not None:
             raise Unsupported(fired[1] or fired[0].name)
 
@@ -122,19 +122,42 @@ class SearchEvaluation:
             combos.sort(key=lambda c: sort_key(cost_fn(self.env(op=op) | {slot: c})))
         except EvalError as err:
             raise self._fail(op, "search.cost", err) from None
-        tried = 0
+        tried, last_failure = 0, "no combination splits anything"
         for combo in combos[: bounds["max_combos"]]:
             if all(k == 1 for k in combo.counts):
                 continue
             tile = Tiling.of(zip(combo.dims, combo.counts))
             tried += 1
-            accepted, _ = self.validate(op, tile)
+            accepted, req = self.validate(op, tile)
             if accepted:
                 self.veto(op, tile, self.accepted_by())
                 return _plan(op, found, tile)
-        message = search.exhausted(self.env(op=op, dims=dims, tried=tried))
+            if req is not None:
+                last_failure = self._message(req, self.env(op=op, tile=tile))
+        combinations = f"{tried} combination{'' if tried == 1 else 's'}"
+        message = search.exhausted(self.env(op=op, dims=dims, tried=tried, combinations=combinations,
+                                            last_failure=last_failure))
         self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)
         raise Unsupported(message)
+
+
+    def _guard_bindings(self, op: Any, ordered: list[DimGroup]) -> dict[str, Any]:
+        """The values a search guard sees (``lang/sections/search.py`` DECISION_BINDINGS)."""
+        fixed = [g for g in ordered if self.legality(op, g.dim).guard is not None
+                 or self.legality(op, g.dim).legal == [1]]
+        return {
+            "dims": [g.dim for g in ordered],
+            "groups": list(ordered),
+            "unshrunk": "; ".join(dict.fromkeys(_access_text(c) for g in fixed for c in g.spans)),
+            "refusals": "; ".join(self.legality(op, g.dim).refusals(g.dim) for g in fixed),
+        }
+
+
+def _access_text(cand: Any) -> str:
+    """One candidate's access: its reason (rules' text) and the span it measures."""
+    coord = getattr(cand, "coord", None)
+    where = f"device dim {coord.dim} ({coord.expr}) " if coord is not None else ""
+    return f"{cand.reason}: {where}spans {cand.span_bytes} bytes"
 
 
 def _plan(op: Any, found: list[tuple[str, Any]], tile: Tiling) -> SpanOverflowTilePlan:

@@ -10,10 +10,10 @@ enumeration, sharing no reasoning with the span facts the rules read):
 * every tile's write into the full output buffer (a tiled output read outside
   its loop is copied tile by tile into it; the planner cannot see the
   consumers, so it is always measured);
-* a Reduction's input reads, every tile, over the whole inner device extent
-  (coordinates driven by a reduction symbol the plan does not split are left
-  out: output-range tiling cannot shrink them, docs/rules_language.md §6.2; a
-  reduction level's symbol is measured per tile like an output one).
+* every input read, every tile, over the whole inner device extent, the
+  coordinates driven by a reduction symbol included (over the whole reduction
+  range unless a reduction level splits it, then per tile like an output
+  symbol): an accepted plan is span-safe for every access the code performs.
 
 Each non-stick device coordinate is measured on its own over its own symbols,
 for every tile (tile ``t`` reads a tiled symbol at ``s + t * R/k``; one tile
@@ -122,8 +122,6 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
     """Every access of ``op`` tiled by ``tiling`` (pairs ``(host_dim, split)``)
     whose true span exceeds ``limit`` bytes, or that cannot be measured; empty
     when the plan is span-safe."""
-    from torch._inductor import ir
-
     from spyre_rules.facts.op_facts import op_facts
     from spyre_rules.facts.per_tile import split_by_symbol
     from spyre_rules.facts.tile_accesses import tiled_accesses
@@ -137,8 +135,7 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
                       view.range_map, view.itemsize, limit, {})
     per_symbol = split_by_symbol(facts.split_dims, key)
     try:
-        is_reduction = isinstance(getattr(op, "data", None), ir.Reduction)
-        accesses, found = tiled_accesses(op, per_symbol, reads=is_reduction)
+        accesses, found = tiled_accesses(op, per_symbol, reads=True, zero_reduction=False)
         problems += found
         for access, ranges, steps in accesses:
             problems += _check(access.what, access.device_size, access.coords, ranges,

@@ -51,6 +51,8 @@ def reduce_chunk(kind: str, values: list[Any], shape: list[int], n_red: int, off
         if n_red != 1:
             raise ValueError(f"batchmatmul over {n_red} reduction axes")
         return torch.einsum("...k,...k->...", a, b).expand(out_shape)
+    if kind in ("argmax", "argmin") and len(values) == 2:
+        return _arg_with_index(kind, *(_t(v).expand(shape) for v in values), out_shape, count)
     (x,) = (_t(v).expand(shape) for v in values)
     if kind == "sum":
         return x.sum(dims, dtype=_accumulate_dtype(x)) if dims else x.clone()
@@ -74,10 +76,29 @@ def reduce_chunk(kind: str, values: list[Any], shape: list[int], n_red: int, off
     raise ValueError(f"unknown reduction type {kind!r}")
 
 
-def _better(kind: str, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    # torch.max/min treat NaN as the extreme value; ties keep the earlier index.
-    strict = new > old if kind == "argmax" else new < old
-    return strict | (torch.isnan(new) & ~torch.isnan(old))
+def _arg_with_index(kind: str, x: torch.Tensor, index: torch.Tensor, out_shape: list[int],
+                    count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """An arg-reduction whose index is a value of the program (Inductor's logical
+    index of a non-contiguous input): the extreme value (NaN is the extreme) and the
+    lowest index among the points holding it, as Inductor's ``maximum_with_index``."""
+    flat = x.reshape(*out_shape, count)
+    idx = index.reshape(*out_shape, count).to(torch.int64)
+    value = (torch.amax if kind == "argmax" else torch.amin)(flat, -1)  # NaN propagates
+    at = (flat == value.unsqueeze(-1)) | (torch.isnan(flat) & torch.isnan(value).unsqueeze(-1))
+    big = torch.iinfo(torch.int64).max
+    return value, torch.where(at, idx, torch.full_like(idx, big)).amin(-1)
+
+
+def _better(kind: str, new: tuple, old: tuple) -> torch.Tensor:
+    # torch.max/min treat NaN as the extreme value; equal values (NaN with NaN) keep
+    # the lower index (Inductor's maximum_with_index), which for positional indices
+    # is the earlier chunk's.
+    nv, ni = new
+    ov, oi = old
+    strict = nv > ov if kind == "argmax" else nv < ov
+    new_nan, old_nan = torch.isnan(nv), torch.isnan(ov)
+    equal = (nv == ov) | (new_nan & old_nan)
+    return strict | (new_nan & ~old_nan) | (equal & (ni < oi))
 
 
 def combine(kind: str, acc: Any, part: Any) -> Any:
@@ -94,7 +115,7 @@ def combine(kind: str, acc: Any, part: Any) -> Any:
     if kind == "any":
         return acc | part
     if kind in ("argmax", "argmin"):
-        take = _better(kind, part[0], acc[0])
+        take = _better(kind, part, acc)
         return torch.where(take, part[0], acc[0]), torch.where(take, part[1], acc[1])
     if kind == "welford_reduce":
         (ma, m2a, na), (mb, m2b, nb) = acc, part

@@ -16,13 +16,19 @@ from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.registry import Layout, Op, fact
 from spyre_rules.facts.snapshot import static_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.ir.ir_edit import op_description as _op_description
 from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
-           "is_reduction", "layout", "rank", "read_buffers"]
+           "is_reduction", "layout", "op_description", "rank", "read_buffers"]
 
 BATCH_MATMUL = "batchmatmul"
+
+
+@fact
+def op_description(op: Op) -> str:
+    return _op_description(op)
 
 
 @fact

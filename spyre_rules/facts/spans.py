@@ -47,6 +47,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sympy
 
+from spyre_rules.facts.breakpoints import breakpoints as _breakpoints
+from spyre_rules.facts.breakpoints import linear_periods as _linear_periods
+
 __all__ = [
     "DimSpan",
     "SpanBound",
@@ -279,8 +282,8 @@ def _witness_points(moduli: frozenset[int], r: int) -> set[int]:
     return points
 
 
-_Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int]]
-
+#: (symbols, interval function, Mod moduli, breakpoint periods of a piecewise-linear term)
+_Component = tuple[tuple[sympy.Symbol, ...], IvFn, frozenset[int], frozenset[int] | None]
 
 @lru_cache(maxsize=8192)
 def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
@@ -309,20 +312,28 @@ def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
             if moduli:
                 moduli.add(math.lcm(*moduli))
             fn: IvFn = lambda box, fs=fs: _add([f(box) for f in fs])  # noqa: E731
-            out.append((tuple(sorted(syms, key=lambda s: s.name)), fn, frozenset(moduli)))
+            periods = _linear_periods(parts, next(iter(syms))) if len(syms) == 1 else None
+            out.append((tuple(sorted(syms, key=lambda s: s.name)), fn, frozenset(moduli), periods))
     except _Unbounded:
         return None
     return tuple(out)
 
 
 def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int]) -> tuple[Num, Num, bool]:
-    syms, fn, moduli = component
+    syms, fn, moduli, periods = component
     lo, hi, d = fn({s: (0, ranges[s] - 1) for s in syms})
     if d is not None:
         return lo, hi, True
     if len(syms) != 1:
         return lo, hi, False
     (s,) = syms
+    # A term linear between multiples of its periods (Mod(h, 64) + Mod(h, 128)) takes
+    # its extremes at those breakpoints or the endpoints: evaluated jointly, the
+    # whole term's exact range (the interval bound adds each part's own extremes).
+    points = _breakpoints(periods, ranges[s]) if periods is not None else None
+    if points is not None:
+        seen = [fn({s: (p, p)})[0] for p in points]
+        return min(seen), max(seen), True
     # witnesses are values the term really takes; reaching both ends proves exactness
     seen = [fn({s: (p, p)})[0] for p in _witness_points(moduli, ranges[s])]
     return lo, hi, (min(seen) == lo and max(seen) == hi)

@@ -83,6 +83,7 @@ def input_read_accesses(op: Any, zero_reduction: bool = True,
 
 def tiled_accesses(op: Any, per_symbol: Mapping[Any, int], reads: bool,
                    write_what: str = "tile write into the full output buffer",
+                   zero_reduction: bool = True,
                    ) -> tuple[list[tuple[Access, dict[Any, int], dict[Any, tuple[int, int]]]], list[str]]:
     """``([(access, per-tile ranges, steps)], problems)``: the full-buffer write, then the
     input reads when ``reads``, each with its ranges split by ``per_symbol``
@@ -95,7 +96,8 @@ def tiled_accesses(op: Any, per_symbol: Mapping[Any, int], reads: bool,
     if split is None:
         return [], ["a split does not divide the range of its loop variable"]
     out, problems = [(write, *split)], []
-    for read in input_read_accesses(op, split_symbols=per_symbol) if reads else []:
+    for read in (input_read_accesses(op, zero_reduction, split_symbols=per_symbol)
+                 if reads else []):
         split = tiled_ranges(read.ranges, per_symbol)
         if split is None:
             problems.append(f"{read.what}: a split does not divide its loop range")

@@ -47,6 +47,7 @@ from spyre_rules.hints.named_dims import (
     input_dim_names,
     origin_annotations,
     propagate_named_dims,
+    where_name_was_lost,
 )
 
 __all__ = ["DimHint", "assign_dim_hints", "hints_to_coarse_tile_groups", "hintable_ops"]
@@ -132,10 +133,30 @@ def assign_dim_hints(graph: Any) -> None:
             any(a.levels or a.named_dims is not None for a in annotations.values()):
         with V.set_graph_handler(graph):
             dims = propagate_named_dims(graph, ops, annotations, inputs, named_in_graph)
-        _stamp(ops, annotations, dims)
+        try:
+            _stamp(ops, annotations, dims)
+        except _Unmatched as err:
+            with V.set_graph_handler(graph):
+                lost = where_name_was_lost(graph, ops, err.name, inputs, dims)
+            raise HintError(err.message + (f"; {lost}" if lost else "")) from None
         with V.set_graph_handler(graph):
             _check_tiles_translate(ops)
     setattr(graph, _DONE_ATTR, True)
+
+
+class _Unmatched(Exception):
+    """A hint level that names no dim of its ops (re-raised as a HintError that says
+    where the name was lost, when an op dropped it)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name, self.message = name, message
+
+
+def _loops(levels: tuple[tuple[int, str, int], ...]) -> tuple[tuple[int, str, int], ...]:
+    """The levels that loop: a split of 1 is no loop (``slices={"B": 1}`` on a size-1 dim
+    Inductor squeezed away names nothing and needs nothing)."""
+    return tuple(lv for lv in levels if lv[2] != 1)
 
 
 def _stamp(
@@ -143,14 +164,14 @@ def _stamp(
 ) -> None:
     dense: dict[int, int] = {}
     for op in ops:
-        for raw_id, _, _ in annotations[op.get_name()].levels:
+        for raw_id, _, _ in _loops(annotations[op.get_name()].levels):
             dense.setdefault(raw_id, len(dense))
     declared = declared_tensor_dims()
     resolved: dict[int, bool] = {}
     members: dict[int, list[str]] = {}
     levels_of: dict[int, tuple[str, int]] = {}
     for op in ops:
-        levels = annotations[op.get_name()].levels
+        levels = _loops(annotations[op.get_name()].levels)
         if not levels:
             continue
         hints = _resolve(op, dims[op.get_name()], levels, dense, declared)
@@ -162,7 +183,7 @@ def _stamp(
     for hint_id, ok in resolved.items():
         if not ok:
             name, count = levels_of[hint_id]
-            raise HintError(
+            raise _Unmatched(name,
                 f"{_hint_text(name, count)} matches no dim named {name!r} on its ops "
                 f"{members[hint_id]}; name the input dims with name_tensor_dims or "
                 "spyre_hint(named_dims=...)"

@@ -45,6 +45,7 @@ from spyre_rules.hints.api import (
     LEVELS_KEY,
     NAMED_DIMS_KEY,
     bound_input_dim_names,
+    declare_tensor_dim,
     declared_tensor_dims,
 )
 from spyre_rules.hints.errors import HintError
@@ -173,8 +174,13 @@ def _bare_symbol(coord: Any, ranges: Mapping[Any, Any]) -> sympy.Symbol | None:
 
 
 def _symbol_names(graph: Any, op: Any, reads: Any, known: Mapping[str, Names]) -> dict[Any, str]:
-    """Loop symbol -> dim name, from the reads of named buffers."""
+    """Loop symbol -> dim name, from the reads of named buffers.
+
+    A symbol two reads name differently (q's ``Lq`` and v's ``Lk`` on one loop dim of
+    ``q + v``) gets no name: only a dim a hint tiles needs one, and a hint naming
+    either then matches no dim of this op (that error names the op)."""
     names_of: dict[Any, str] = {}
+    disputed: set[Any] = set()
     for dep in reads:
         if not isinstance(dep, MemoryDep) or dep.name not in known:
             continue
@@ -193,11 +199,8 @@ def _symbol_names(graph: Any, op: Any, reads: Any, known: Mapping[str, Names]) -
                 continue
             previous = names_of.setdefault(sym, name)
             if previous != name:
-                raise HintError(
-                    f"{op_description(op)} uses one loop dim as dim {previous!r} and as dim "
-                    f"{name!r} (reading {dep.name} dim {d}); named dims must agree"
-                )
-    return names_of
+                disputed.add(sym)
+    return {sym: name for sym, name in names_of.items() if sym not in disputed}
 
 
 def _op_dims(graph: Any, op: Any, known: Mapping[str, Names]) -> OpDims:
@@ -269,12 +272,11 @@ def _apply_named_dims(op: Any, dims: OpDims, named: Names) -> OpDims:
     for d, name in enumerate(named):
         if name is None:
             continue
-        if name not in declared:
-            raise HintError(
-                f"spyre_hint(named_dims={list(named)}) names dim {d} of {op_description(op)} "
-                f"{name!r}, which is not declared (declared dims: "
-                f"{', '.join(sorted(declared)) or 'none'})"
-            )
+        if name not in declared and d < len(sizes):
+            # a name never declared is registered with the size it names (as
+            # declare_tensor_dim would): named_dims alone is enough to hint it
+            declare_tensor_dim(name, sizes[d])
+            declared[name] = sizes[d]
         if declared[name] != sizes[d]:
             raise HintError(
                 f"spyre_hint(named_dims={list(named)}) names dim {d} of {op_description(op)} "
@@ -341,3 +343,39 @@ def propagate_named_dims(
                 f"created in it have rank {', '.join(map(str, ranks))}"
             )
     return result
+
+
+def where_name_was_lost(graph: Any, ops: list[Any], name: str, inputs: Mapping[str, Names],
+                        dims: Mapping[str, OpDims]) -> str | None:
+    """The first op (graph order) that reads a dim named ``name`` and carries no dim of
+    that name, and why: it reads only part of the dim (a slice) or through an index that
+    mixes it with other dims (a view, a reshape).  None when no op drops it.  Needs
+    ``V.graph`` set to ``graph``."""
+    known: dict[str, Names] = dict(inputs)
+    for op in ops:
+        own = dims.get(op.get_name())
+        for dep in op.get_read_writes().reads:
+            names = known.get(getattr(dep, "name", None))
+            if not isinstance(dep, MemoryDep) or names is None or name not in names:
+                continue
+            if own is not None and name in own.out_names + own.red_names:
+                continue
+            d = names.index(name)
+            geometry = _buffer_geometry(graph, dep.name)
+            coords = _coords(*geometry, dep) if geometry is not None else None
+            size = geometry[0][d] if geometry is not None else None
+            coord = coords[d] if coords is not None and d < len(coords) else None
+            sym = _bare_symbol(coord, dep.ranges) if coord is not None else None
+            if sym is not None and size is not None and int(dep.ranges[sym]) != size:
+                why = (f"it reads {int(dep.ranges[sym])} of its {size} values (a slice keeps no "
+                       "name: the tiles would not be the named dim's)")
+            elif sym is None and coord is not None:
+                why = (f"it reads it through {coord}, an index that is not the dim itself (a "
+                       "view, reshape or offset slice keeps no name)")
+            else:
+                why = "its loop dims cannot be matched to that dim"
+            return (f"the name {name!r} was lost at {op_description(op)}, reading dim {d} of "
+                    f"{dep.name}: {why}")
+        if own is not None and any(n is not None for n in own.out_names):
+            known[op.get_name()] = own.out_names
+    return None

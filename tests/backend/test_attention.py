@@ -162,8 +162,10 @@ def test_two_block_transformer_equals_eager(dtype):
         expected = model(x)
     compiled = run_spyre(model, x)
     torch.testing.assert_close(compiled.output, expected, **TOL[dtype])
-    ops = [s.op for s in compiled.op_specs()]
-    assert ops.count("batchmatmul") == 2 * (2 + 4)  # per block: 2 attention + 4 linear
+    # per block: 2 attention + 4 linear products (a linear's bias add is a pointwise
+    # op of the same origin: it rounds the wide product once, backend/matmul.py)
+    products = [s for s in compiled.op_specs() if s.op == "batchmatmul" and s.is_reduction]
+    assert len(products) == 2 * (2 + 4)
 
 
 def _named_qkv(dtype):

@@ -44,6 +44,9 @@ def test_hook_points_exist_in_installed_torch():
     assert hasattr(inductor_config, "_post_fusion_custom_pass")
     assert callable(codegen_common.register_backend_for_device)
     assert callable(dynamo_common.aot_autograd)  # compile_fx calls it through the module
+    from spyre_rules.backend import precision_casts
+
+    assert precision_casts._guard() == 1  # the joint-graph pass folding cast chains
 
 
 def test_context_installs_and_restores_everything():

@@ -6,8 +6,8 @@ A set of programs -- hint tiling (nested, two loops), explicit groups, unrolled
 loops, LX planning, automatic tiling, a small GPT-2 -- is compiled once with the
 dump folder on; every ``bundle.mlir`` written is parsed and verified, its
 ``sdsc_execute`` ops name exactly the kernel's ``sdsc_N.json`` files in order, and
-a sample goes through ``canonicalize,cse``.  The custom form (the default) stays
-the seed's text: the bundle snapshots of tests/tiling check it.
+a sample goes through ``canonicalize,cse``.  The custom form (the default) is
+unchanged: the bundle snapshots of tests/tiling check it.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backend"))
 from spyre_helpers import run_spyre  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
+from spyre_rules.errors import Unsupported  # noqa: E402
 from spyre_rules.ir.errors import find_cause  # noqa: E402
 from spyre_rules.program.op_spec import DataFormats, LoopSpec, OpSpec, TensorArg  # noqa: E402
 from spyre_rules.codegen.span_check import (  # noqa: E402
@@ -146,19 +147,30 @@ def test_reduction_controlled_span_is_tiled_automatically():
 
 
 def test_reduction_controlled_span_says_so():
-    """argmax's partials do not combine: no reduction level, the span check says why."""
-    x = torch.randn(256, 64).half()
-    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False), \
-            warnings.catch_warnings(record=True) as caught:
+    """A float product's partials do not combine: no reduction level.  Untiled, the span
+    check says why; under automatic tiling the planner refuses the op naming that read
+    (it used to say that no span exceeds the limit)."""
+    x = 1 + 0.01 * torch.randn(256, 32)
+    with config.patch(max_span_bytes=8192), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = run_spyre(lambda a: a.argmax(0), x)
-    assert torch.equal(compiled.output, x.argmax(0))
+        compiled = run_spyre(lambda a: a.prod(0), x)
+    torch.testing.assert_close(compiled.output, x.prod(0), rtol=1e-4, atol=1e-5)
     assert [str(w.message) for w in caught if w.category is SpanOverflowWarning] == [
-        "spyre_rules span check: graph 0/0, kernel sdsc_argmax_0, op buf0 (argmax): read of tensor "
+        "spyre_rules span check: graph 0/0, kernel sdsc_prod_0, op buf0 (prod): read of tensor "
         "arg0_1, device dim 1 spans 32768 bytes, over the limit of 8192 bytes (max_span_bytes); "
-        "planner decision: no plan: no span exceeds the limit; reduction-controlled span: "
+        "planner decision: no plan: automatic span-overflow tiling is off "
+        "(config.ignore_span_overflow_hints); reduction-controlled span: "
         "needs reduction-range tiling"
     ]
+    with config.patch(max_span_bytes=8192, ignore_span_overflow_hints=False, fallback="error"), \
+            pytest.raises(Exception) as info:
+        run_spyre(lambda a: a.prod(0), x)
+    assert str(find_cause(info.value, Unsupported)) == (
+        "Cannot auto-tile buf0 (aten ops: prod.dim_int): no legal split of host dims [1] brings its "
+        "access under the limit of 8192 bytes (reduction-controlled input span for arg0_1: device "
+        "dim 1 (d1) spans 32768 bytes); host dim 1: splits 2, 4, 8, 16, 32, 64, 128, 256 fail "
+        "reduction_combines (the partial results of buf0 over host dim 1 do not combine across "
+        "tiles (prod))")
 
 
 def _embedding_at(limit, tmp_path, **cfg):

@@ -123,9 +123,11 @@ def test_bound_holds_on_tiled_programs(program):
     _assert_bounds(compiled.kernels)
 
 
-# automatic tiling refuses the 3-D permute at this limit (a clean refusal, eager fallback)
+# automatic tiling refuses the 3-D permute at this limit (a clean refusal, eager fallback),
+# and max_last: its read of x over the reduced dim (7 sticks of 200) spans 28,672 bytes and
+# no stick-safe split of 200 shrinks it (tests/engine: the refusal names that read)
 CASES = [(*u, auto) for u in _untiled() for auto in (False, True)
-         if not (auto and u[0] == "permute_3d")]
+         if not (auto and u[0] in ("permute_3d", "max_last"))]
 
 
 @pytest.mark.parametrize("name,fn,xs,automatic", CASES,

@@ -19,7 +19,7 @@ from helpers import FP16, capture
 
 @pytest.fixture(scope="module")
 def add_then_normalise():
-    # At 16 KiB the adds are planned and the subtraction has no legal split.
+    # At 16 KiB the adds are planned; the max and the subtraction have no legal split.
     return capture("add_then_normalise", lambda x: (x + 1) - (x + 1).amax(dim=-1, keepdim=True),
                    torch.randn(4, 64, 128, dtype=FP16))
 
@@ -32,11 +32,14 @@ def _plan(ops):
 def test_an_unsupported_decision_is_freed_without_the_collector(add_then_normalise):
     decisions = _plan(add_then_normalise)
     assert [(d.op, d.decision) for d in decisions] == [
-        ("buf0", "plan"), ("buf1", "plan"), ("buf2", "no plan"), ("buf3", "unsupported")]
+        ("buf0", "plan"), ("buf1", "plan"), ("buf2", "unsupported"), ("buf3", "unsupported")]
     refused = decisions[3]
-    assert refused.reason == ("Cannot auto-tile buf3: no legal split of host dims [1]: every split "
-                              "count breaks exact division, stick alignment, the Reduction tile "
-                              "extent or the cap of 64")
+    assert refused.reason == (
+        "Cannot auto-tile buf3 (aten ops: sub.Tensor): no legal split of host dims [1] brings its "
+        "access under the limit of 16384 bytes (output span overflow: device dim 0 (d1) spans 65536 "
+        "bytes); host dim 1: "
+        "splits 2, 4, 8, 16, 32, 64 fail input_sticks_whole (splitting host dim 1 of buf3 2 ways "
+        "would cut the sticks of an input it reads)")
     error = refused.error
     assert isinstance(error, Unsupported) and str(error) == refused.reason
     assert error.__traceback__ is None

@@ -123,16 +123,18 @@ def _sum_over_the_run_dim(a):
 
 def test_reduction_over_a_dim_the_run_splits_keeps_the_seed_conflict():
     """The run splits host dim 1 of c (19 tiles), which c.sum(dim=1) reduces: no split of
-    its own dims reads c tile by tile, and after the loop its read of c's full buffer
-    over the reduced dim would overflow -- the original design's Unsupported, word for word.
-    (19 rows: a reduction level would leave one row per tile, so the sum plans none; with
-    20 rows its reduction candidates are tried first and none fits.)"""
+    its own dims reads c tile by tile, and its read of c's full buffer over the reduced
+    dim overflows whatever it splits (19 rows: a reduction level would leave one row per
+    tile): the planner refuses the sum itself, naming that read and why."""
     ops = capture("sum_over_run_dim", _sum_over_the_run_dim,
                   torch.randn(1, 19, 128, 64, dtype=FP16))
     with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
         spyre_rules.span_overflow_groups(ops)
-    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
-                               "['buf0'] of an open run it cannot share a loop with")
+    assert str(info.value) == (
+        "Cannot auto-tile buf1 (aten ops: sum.dim_IntList): no legal split brings its read under "
+        "the limit of 8192 bytes (reduction-controlled input span for buf0: device dim 0 (d2) spans "
+        "311296 bytes); host dim 3: split 19 fails reduction_tile_extent (a Reduction tile must "
+        "keep at least 2 iterations of host dim 3)")
     assert all(getattr(op, "dim_hints", None) is None for op in ops)
 
 

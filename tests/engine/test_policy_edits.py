@@ -85,8 +85,8 @@ def test_drop_the_gathered_read_validation(policy):
 
 def test_keep_reductions_out_of_pointwise_runs(policy):
     """The bundled policy lets c.sum(-1) join c's run; a grouping-only edit (sharing
-    loops and reading a run's full buffers for Pointwise ops only, as the original design) brings
-    back its Unsupported."""
+    loops for Pointwise ops only, as the original design) puts the sum after the loop in a
+    group of its own."""
     def reduction_reads_run(a):
         c = a + 1
         return c.sum(dim=-1), c
@@ -102,12 +102,14 @@ def test_keep_reductions_out_of_pointwise_runs(policy):
          "join run_tiles_agree\n    when is_pointwise(op) and carried is known"),
         ("conform carried_to_open_run\n    when carried is known",
          "conform carried_to_open_run\n    when is_pointwise(op) and carried is known"),
-        ("when is_reduction(op) and run_producers != [] and run_reads_fit",
-         "when is_pointwise(op) and run_producers != [] and run_reads_fit")]})
-    with without_hints(ops), config.patch(**on), pytest.raises(spyre_rules.Unsupported) as info:
-        spyre_rules.span_overflow_groups(ops)
-    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
-                               "['buf0'] of an open run it cannot share a loop with")
+        ("single after_open_run_loop\n    when is_reduction(op) and run_producers != []",
+         "single after_open_run_loop\n    when is_pointwise(op) and run_producers != []")]})
+    with without_hints(ops), config.patch(**on):
+        groups = spyre_rules.span_overflow_groups(ops)
+    # the sum no longer shares the loop: it runs after it in its own group, reading
+    # buf0's full buffer (its plan was accepted only if that read fits)
+    assert [([o.get_name() for o in g], lv) for g, lv in groups] == [
+        (["buf0"], [(10000, sympy.Integer(5), False)]), (["buf1"], [(10001, sympy.Integer(5), False)])]
 
 
 @pytest.mark.unsafe_plans

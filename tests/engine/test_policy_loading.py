@@ -37,7 +37,8 @@ def test_bundled_policy_loads_and_is_cached():
         "max_splits_per_dim": 16, "max_combos": 512, "keep_smallest_splits": 5,
         "split_window_radius": 2}
     assert [g.name for g in first.program.generators] == [
-        "output_span", "input_span", "reduction_span", "gathered_span"]
+        "output_span", "input_span", "reduction_span", "mixed_output_span", "mixed_reduction_span",
+        "gathered_span"]
 
 
 def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):

@@ -34,8 +34,6 @@ from helpers import (
 
 MiB = 1 << 20
 LIMIT = 256 * MiB
-NO_LEGAL_SPLIT = ("Cannot auto-tile buf0: no legal split of host dims {dims}: every split count "
-                  "breaks exact division, stick alignment, the Reduction tile extent or the cap of 64")
 
 
 def decide(ops, name=None, **cfg):
@@ -126,7 +124,7 @@ def test_2_indirect_read_is_measured_and_tiled_like_a_read():
     d = decide(ops, "buf0", max_span_bytes=64)
     assert [s.section for s in d.trace if s.section == "eligibility"] == []
     assert d.decision == "unsupported"
-    assert d.reason.startswith("Cannot auto-tile buf0: no legal split of host dims [0]")
+    assert d.reason.startswith("Cannot auto-tile buf0 (aten ops: index.Tensor): no legal split of host dims [0]")
 
 
 def test_2_unmeasured_indirect_read_returns_none():
@@ -151,16 +149,20 @@ def test_2_unmeasured_indirect_read_returns_none():
 def test_3_reduction_output_span_overflow():
     """x.sum(dim=1), x (20, 2, 16, 64), 8 KiB: out (20, 16, 64) is [16, 1, 20, 64];
     its coordinate d1 spans 16 * 1280 * 2 = 40960 bytes (host dim 1), and so does
-    the input's (the reduction coordinate of x is skipped).  Host dim 1 (16) may
-    split 2, 4, 8 (16 would leave Reduction tiles of extent 1); 8 is the first
-    with 2 * 1280 * 2 = 5120 <= 8192 on both views."""
+    the input's.  Host dim 1 (16) may split 2, 4, 8; 8 would fit both views.  But
+    the read of x over the reduced dim (2 rows, device dim 0 of x) spans
+    2 * 40960 = 81920 bytes, and a reduction level of 2 would leave Reduction
+    tiles of extent 1: no split makes the code that runs fit, so the op is refused
+    naming that read (it used to be planned (1, 8) and the span check warned)."""
     ops = capture("sum1", lambda x: x.sum(dim=1), torch.randn(20, 2, 16, 64, dtype=FP16))
     d = decide(ops, max_span_bytes=8192)
     assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
-        ("output_span", 1, 40960), ("input_span", 1, 40960)]
-    plan = plan_of(ops, max_span_bytes=8192)
-    assert plan.splits == ((1, 8),)
-    assert plan.reason == "input span overflow for arg0_1; output span overflow"
+        ("output_span", 1, 40960), ("input_span", 1, 40960), ("reduction_span", 3, 81920)]
+    assert (d.decision, d.reason) == ("unsupported", (
+        "Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split brings its read under "
+        "the limit of 8192 bytes (reduction-controlled input span for arg0_1: device dim 0 (d3) "
+        "spans 81920 bytes); host dim 3: split 2 fails reduction_tile_extent (a Reduction tile "
+        "must keep at least 2 iterations of host dim 3)"))
 
 
 # ------------------------------------------------ 4. reduction input by output
@@ -324,8 +326,9 @@ def test_6_layout_model_6_4_is_unsupported_under_single_division(huge):
     raises Unsupported rather than emit an unsafe plan."""
     d = decide(huge, max_span_bytes=LIMIT, sencores=1)
     assert d.reason == (
-        "Cannot auto-tile buf0: no combined split among host dims [1, 2] keeps every span "
-        f"within {LIMIT} bytes after trying at most 48 combinations")
+        "Cannot auto-tile buf0 (aten ops: add.Tensor, expand.default): no combined split among "
+        f"host dims [1, 2] keeps every span within {LIMIT} bytes after trying 48 combinations "
+        f"(the last: an output span of buf0 still exceeds {LIMIT} bytes with split {{1: 64, 2: 64}})")
     assert [(s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         (1, 2**43), (2, 2**31)]
 
@@ -359,7 +362,14 @@ def test_7_output_stick_alignment_rejects_every_split():
         "11: output_sticks_whole", "41: output_sticks_whole", "109: auto_split_cap",
         "451: auto_split_cap", "1199: auto_split_cap", "4469: auto_split_cap",
         "49159: auto_split_cap"]
-    assert d.reason == NO_LEGAL_SPLIT.format(dims=[1])
+    # the refusal names the op's aten ops, the access and each failing requirement
+    # with the split counts it refused
+    assert d.reason == (
+        "Cannot auto-tile buf0 (aten ops: add.Tensor): no legal split of host dims [1] brings its "
+        "access under the limit of 268435456 bytes (output span overflow: device dim 0 "
+        "(floor(d1/64)) spans 806354944 bytes); host dim 1: splits 11, 41 fail output_sticks_whole "
+        "(splitting host dim 1 of buf0 11 ways would cut its sticks); splits 109, 451, 1199, 4469, "
+        "49159 fail auto_split_cap (automatic split counts are capped at 64)")
 
 
 def test_7_input_stick_alignment():
@@ -441,7 +451,12 @@ def test_no_legal_divisor_17():
     pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))
     assert plan_of(pw, max_span_bytes=32768).splits == ((1, 17),)
     red = capture("red17", lambda x: x.sum(dim=0), torch.randn(2, 1, 17, 16, 64, dtype=FP16))
-    assert unsupported(red, max_span_bytes=32768) == NO_LEGAL_SPLIT.format(dims=[1])
+    assert unsupported(red, max_span_bytes=32768) == (
+        "Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split of host dims [1] brings "
+        "its access under the limit of 32768 bytes (output span overflow: device dim 0 (d0) spans "
+        "34816 bytes; input span overflow for arg0_1: device dim 1 (d0) spans 69632 bytes); host "
+        "dim 1: split 17 fails reduction_tile_extent (a Reduction tile must keep at least 2 "
+        "iterations of host dim 1)")
 
 
 def test_user_hinted_op_is_skipped(add_8195):

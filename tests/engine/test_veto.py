@@ -55,7 +55,7 @@ def test_permissive_policy_unsafe_plan_is_refused(tmp_path, monkeypatch):
     assert decision.reason == (
         "Cannot auto-tile buf0: the span verifier refuses split {1: 2}, which the `validation` section "
         "(requirements `anything` held) accepted: per-tile output buffer: device dim 0 (d0) spans "
-        "20480 bytes > 8192 (and 1 more)")
+        "20480 bytes > 8192 (and 3 more)")
     veto = [s for s in decision.trace if s.section == "veto"]
     assert [(s.rule, s.outcome) for s in veto] == [("span_verifier", "refuse")]
 
@@ -69,7 +69,9 @@ def test_bundled_plan_passes_the_veto():
     assert problems_of(ops, "buf0", ((1, 5),)) == ([], [])
     assert problems_of(ops, "buf0", ((1, 2),))[0] == [
         "per-tile output buffer: device dim 0 (d0) spans 20480 bytes > 8192",
-        "tile write into the full output buffer: device dim 0 (d0) spans 20480 bytes > 8192"]
+        "tile write into the full output buffer: device dim 0 (d0) spans 20480 bytes > 8192",
+        "read of arg0_1: device dim 0 (d0) spans 20480 bytes > 8192",
+        "read of arg1_1: device dim 0 (d0) spans 20480 bytes > 8192"]
 
 
 def test_veto_measures_every_tile_of_a_reduction_read():

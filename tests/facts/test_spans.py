@@ -45,6 +45,42 @@ def test_two_mods_on_one_symbol_nested_moduli():
     assert coordinate_span_bound(Mod(h, 64) + Mod(h, 128), {h: 200}) == SpanBound(191, True)
 
 
+def test_mod_sum_is_evaluated_jointly_at_its_breakpoints():
+    """Mod(h, 64) + Mod(h, 128) over [0, 100): each part's own extremes add to 163, but
+    the whole term peaks at 134 (h = 99) and starts at 0: span 135, exact."""
+    assert coordinate_span_bound(Mod(h, 64) + Mod(h, 128), {h: 100}) == SpanBound(135, True)
+    assert brute_span(Mod(h, 64) + Mod(h, 128), {h: 100}) == 135
+
+
+def test_piecewise_linear_bounds_equal_the_verifier_on_random_terms():
+    """Random sums of constant multiples of h, Mod(h, M) and floor(h/M) (linear between
+    multiples of the moduli): the joint breakpoint bound is exact, as the independent
+    verifier measures it."""
+    import random
+
+    from spyre_rules.facts.verifier import verify_spans
+
+    rng = random.Random(32)
+    for _ in range(60):
+        term = sympy.Integer(0)
+        for _ in range(rng.randint(1, 3)):
+            coeff = rng.choice([-3, -2, -1, 1, 1, 2, 3])
+            m = rng.choice([2, 3, 5, 8, 16, 32, 64, 100, 128])
+            term += coeff * rng.choice([Mod(h, m), floor(h / m), h])
+        extent = rng.randint(1, 400)
+        bound = coordinate_span_bound(term, {h: extent})
+        true = verify_spans([1, 1], [term, 0], {h: extent}, 1).dims[0]
+        assert bound is not None, term
+        assert bound.elems == true.max_coord - true.min_coord + 1 == brute_span(term, {h: extent}), \
+            (term, extent)
+        assert bound.exact, term
+
+
+def test_a_coefficient_inside_a_mod_stays_unknown_in_a_sum():
+    # the fail-safe: a scaled dividend is never trusted, joined with a bare Mod or not
+    assert coordinate_span_bound(Mod(h, 64) + Mod(3 * h, 128), {h: 100}) is None
+
+
 def test_mod_with_scaled_dividend_is_unknown():
     # true max 63 at h=21; the critical point h=63 would say 61
     assert coordinate_span_elems(Mod(3 * h, 64), {h: 100}) is None
@@ -74,24 +110,25 @@ def test_two_mods_with_coprime_moduli_are_not_underestimated():
     coord = Mod(h, 3) + Mod(h, 5)
     assert brute_span(coord, {h: 100}) == 7
     assert coordinate_span_bound(coord, {h: 100}) == SpanBound(7, True)
-    # over [0, 10) the peaks never coincide (true max 5): sound, flagged inexact
+    # over [0, 10) the peaks never coincide (true max 5): the term is linear between
+    # multiples of 3 and 5, so its breakpoints, evaluated jointly, give the true span
     bound = coordinate_span_bound(coord, {h: 10})
     assert brute_span(coord, {h: 10}) == 6
-    assert bound == SpanBound(7, False)
+    assert bound == SpanBound(6, True)
 
 
 def test_symbol_inside_and_outside_mod_is_bounded_not_underestimated():
     coord = h + Mod(h, 64)
     # true max 191 + 63 = 254; the §3.3 points {63, 0, 199} only reach 206
     assert brute_span(coord, {h: 200}) == 255
-    assert coordinate_span_bound(coord, {h: 200}) == SpanBound(199 + 63 + 1, False)
+    assert coordinate_span_bound(coord, {h: 200}) == SpanBound(255, True)  # breakpoints, jointly
 
 
 def test_mixed_direction_terms_are_sound():
     coord = h - floor(h / 2)  # = ceil(h/2): 0..5 over [0, 10)
     assert brute_span(coord, {h: 10}) == 6
     bound = coordinate_span_bound(coord, {h: 10})
-    assert bound == SpanBound(9 + 4 + 1, False)
+    assert bound == SpanBound(6, True)  # linear between multiples of 2: breakpoints, jointly
 
 
 @pytest.mark.parametrize(

@@ -47,15 +47,26 @@ def _clean_state(fresh_dims):
 
 def test_fuzzed_programs_match_eager():
     failures: list[str] = []
+    warned: dict[str, list[str]] = collections.defaultdict(list)
 
     def collect(program, result):
         if result.outcome in (*fuzz_run.FAILURES, "skipped"):  # skipped: eager itself fails
             failures.append(fuzz_programs.failure_line(program, result))
+        warned[result.variant].extend(result.span_warnings)
+        # every case: the decision and the span check agree (bench/fuzz_programs.py)
+        failures.extend(fuzz_programs.disagreement_line(program, result, w)
+                        for w in result.silent_overflows)
 
     counts = fuzz_programs.fuzz(SEED, COUNT, VARIANTS, one_variant=True, on_result=collect,
                                 check_paths=True)
     assert sum(sum(c.values()) for c in counts.values()) == COUNT
     assert not failures, f"{len(failures)} failing programs:\n" + "\n".join(failures[:25])
+    # Span-check warnings come only from the variants run at the program's small limit
+    # ("auto", "mixed": a user hint wins and may overflow, an op the planner cannot tile
+    # stays untiled, a gathered read is deferred; the check says so), never at 256 MiB.
+    assert {v for v, found in warned.items() if found} == {"auto", "mixed"}
+    assert all(m.startswith("spyre_rules span check: graph ")
+               for v in ("auto", "mixed") for m in warned[v])
 
 
 def test_one_variant_mode_covers_every_variant_equally():
@@ -76,10 +87,12 @@ def test_new_op_families_extend_old_programs_as_a_suffix():
     # an old program is unchanged or gains ops (and index inputs) at its end.
     # (the hints of program 2 split the dim its amax reduces: reduction-dim hints)
     # (fuzz_reductions.Reductions, a third stream, appended program 2's var_mean and let the
-    # hint block grow over it)
+    # hint block grow over it; fuzz_numerics.Numerics, drawn last, a cast chain on a fresh
+    # input returned as one more output)
     assert generate(SEED, 2).op_text() == (  # the program generated before the extensions, then var_mean
-        "float32 x0:[4, 32]AB x1:[32]B | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0; "
-        "t3=torch.var_mean(t2, dim=0, keepdim=True) | hints [0..3]{'B': 2, 'A': 4}")
+        "float32 x0:[4, 32]AB x1:[32]B x2:[6, 32]CD | t0=x0.amax(dim=0); t1=t0 + x1; t2=t1 - t0; "
+        "t3=torch.var_mean(t2, dim=0, keepdim=True); t4=x2.to(torch.float16).to(torch.bfloat16) "
+        "| hints [0..3]{'B': 2, 'A': 4}")
     assert generate(SEED, 3).op_text() == (  # extended: the old program, then a gather and an embedding
         "float32 x0:[3, 96]AB x1:[48, 6]__ x2:[41, 6]__ x3:[1, 3]_C | t0=x0.view(48, 6); "
         "t1=torch.tanh(t0); t2=t1 * x1; t3=torch.gather(t2, 0, x2); t4=F.embedding(x3, t3) "
@@ -238,3 +251,29 @@ def test_sigmoid_of_a_padded_stick_view_gives_the_same_bytes_on_both_paths(key):
     variant = VARIANTS[key[1] % len(VARIANTS)]
     result = fuzz_run.run_variant(program, variant, check_paths=True)
     assert result.outcome == "equal", result
+    # (31, 115): the user hints leave spans over the program's small limit ("mixed"):
+    # the check warns once per overflowing access
+    assert variant == ("mixed" if key == (31, 115) else "untiled")
+    assert len(result.span_warnings) == (7 if key == (31, 115) else 0)
+    assert all(" over the limit of " in m and "planner decision: " in m
+               for m in result.span_warnings)
+
+
+def test_no_decision_says_nothing_overflows_while_the_span_check_flags_its_op():
+    """The planner and the span check measure the same accesses: over random automatically
+    tiled programs, no span-check warning belongs to an op whose decision is "no span exceeds
+    the limit".  Seed 29's first 40 programs hold three that used to disagree (29:5 an amax
+    over a dim no split may cut, 29:8 a sum over a size-64 axis with keepdim, 29:14 an amin
+    whose output stick forbids the split): each is now refused naming the read, or planned."""
+    silent: list[str] = []
+    compiled = 0
+
+    def collect(program, result):
+        nonlocal compiled
+        compiled += result.outcome in ("equal", "wrong")
+        silent.extend(fuzz_programs.disagreement_line(program, result, w)
+                      for w in result.silent_overflows)
+
+    fuzz_programs.fuzz(29, 40, ("auto",), on_result=collect)
+    assert compiled >= 15  # the check has programs to look at (19 since the precision and reduction streams)
+    assert not silent, "\n".join(silent)

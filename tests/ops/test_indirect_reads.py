@@ -153,5 +153,6 @@ def test_a_table_whose_rows_alone_overflow_is_refused_by_name():
     error = find_cause(info.value, BackendCompileError)
     assert error is not None, info.value
     assert str(error) == (
-        "spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined split among "
-        "host dims [2] keeps every span within 131072 bytes after trying at most 1 combinations")
+        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: embedding.default): "
+        "no combined split among host dims [2] keeps every span within 131072 bytes after trying "
+        "1 combination (the last: a gathered read of buf0 still exceeds 131072 bytes with split {2: 2})")

@@ -11,6 +11,7 @@ import sympy
 import torch
 
 from spyre_rules import config
+from spyre_rules.codegen.span_check import SpanOverflowWarning
 from spyre_rules.hints import declare_tensor_dim, name_tensor_dims, spyre_hint
 from spyre_rules.program.op_spec import LoopSpec, OpSpec
 
@@ -167,7 +168,15 @@ def test_user_hint_wins_and_both_loops_run():
     declare_tensor_dim("H", 20)
     x, y = h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1)
     name_tensor_dims(x, [None, "H", None, None])
-    run = run_auto(_hinted_and_free, x, y)
+    # the user's 4 tiles leave 10240-byte spans over 8 KiB: the hint wins, the check warns
+    with pytest.warns(SpanOverflowWarning) as warned:
+        run = run_auto(_hinted_and_free, x, y)
+    assert [str(w.message).split(": ", 2)[2].split(";")[0] for w in warned
+            if w.category is SpanOverflowWarning] == [
+        "read of tensor arg0_1, device dim 0 spans 10240 bytes, over the limit of 8192 bytes "
+        "(max_span_bytes)",
+        "write of tensor buf0, device dim 0 spans 10240 bytes, over the limit of 8192 bytes "
+        "(max_span_bytes)"]
     assert [shape(p) for p in run.programs] == [[(4, ["add"])], [(5, ["mul"])]]
     assert_close(run.output, (x + 1, y * 2))
 
@@ -267,8 +276,11 @@ def test_unsupported_grouping_warns_and_runs_eagerly_under_fallback_eager():
 def test_default_config_compiles_without_loops():
     torch._dynamo.reset()
     x, y = h(1, 20, 16, 64), h(1, 20, 16, 64, seed=1)
-    with config.patch(max_span_bytes=DEMO_LIMIT):
+    # untiled at the 8 KiB limit: the span check warns for both reads and the write
+    with config.patch(max_span_bytes=DEMO_LIMIT), \
+            pytest.warns(SpanOverflowWarning, match="spans 40960 bytes") as warned:
         run = run_auto(add, x, y, ignore_span_overflow_hints=True)
+    assert sum(w.category is SpanOverflowWarning for w in warned) == 3
     assert [shape(p) for p in run.programs] == [["add"]]
     assert isinstance(run.programs[0][0], OpSpec)
 

@@ -38,6 +38,8 @@ def test_value_computed_from_a_tiled_index_is_refused_by_the_planner():
                          max_span_bytes=4096, sencores=1)
     assert find_cause(cause, TileTranslationError) is None
     assert str(cause) == (
-        "spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined split "
-        "among host dims [0] keeps every span within 4096 bytes after trying at most 6 "
-        "combinations")
+        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: prims.iota.default): "
+        "no combined split among host dims [0] keeps every span within 4096 bytes after trying 6 "
+        "combinations (the last: the tiles of buf0 under split {0: 64} are not rigid translations "
+        "of the first tile (a split through part of a stick, a wrapping access or a dim the op "
+        "computes a value from))")

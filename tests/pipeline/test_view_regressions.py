@@ -58,9 +58,10 @@ def test_auto_tiled_read_through_a_merged_view_is_refused_at_compile_time():
     x = torch.randn(2, 32, 64).to(torch.float16)
     cause = auto_refusal(lambda t: t.reshape(64, 64) * 2.0, x, max_span_bytes=4096)
     assert str(cause) == (
-        "spyre_rules cannot compile this graph: Cannot auto-tile buf0: no combined split "
-        "among host dims [0] keeps every span within 4096 bytes after trying at most 6 "
-        "combinations")
+        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: mul.Tensor, "
+        "reshape.default): no combined split among host dims [0] keeps every span within 4096 "
+        "bytes after trying 6 combinations (the last: an input span of buf0 still exceeds 4096 "
+        "bytes with split {0: 64})")
 
 
 def test_auto_grouping_never_shares_a_loop_across_a_permute():

@@ -63,6 +63,15 @@ def _index_input(shape, dtype, seed=0):
     return x.to(dtype)
 
 
+def _ties_input(shape, dtype, seed=2):
+    """The extreme in an early row of the last column tile and again in a later row of
+    the first: tiles of an inner reduction dim meet the higher index first."""
+    x = torch.randint(-6, 5, shape, generator=torch.Generator().manual_seed(seed)).float()
+    x[0, shape[1] - 12] = x[3, 10] = x[5, shape[1] // 2] = 9.0
+    x[1, shape[1] - 1] = x[2, 1] = x[6, 3] = -9.0
+    return x.to(dtype)
+
+
 def _stats_input(shape, dtype, seed=1):
     gen = torch.Generator().manual_seed(seed)
     return (torch.randn(*shape, generator=gen) * 3 + 5).to(dtype)
@@ -89,6 +98,10 @@ CASES = {
     # ... and on its inner one (index = (i // block) * whole + count // outer + i % block)
     "argmin_full_d4": (lambda t: t.argmin(), ((16, 512), torch.float32, "index"), "BD",
                        ({"D": 4},)),
+    "argmax_full_inner_ties": (lambda t: t.argmax(), ((16, 512), torch.float32, "ties"), "BD",
+                               ({"D": 4},)),
+    "argmin_full_inner_ties_fp16": (lambda t: t.argmin(), ((16, 512), torch.float16, "ties"),
+                                    "BD", ({"D": 4},)),
     "argmax_nested_b2_d4": (lambda t: t.argmax(-1), ((16, 512), torch.float32, "index"), "BD",
                             ({"B": 2}, {"D": 4})),
     "argmax_d2_in_d2": (lambda t: t.argmax(-1), ((16, 512), torch.float16, "index"), "BD",
@@ -132,7 +145,7 @@ _CACHE: dict[str, tuple] = {}
 def compile_case(name):
     if name not in _CACHE:
         fn, (shape, dtype, kind), names, how = CASES[name]
-        x = (_index_input if kind == "index" else _stats_input)(shape, dtype)
+        x = {"index": _index_input, "ties": _ties_input, "stats": _stats_input}[kind](shape, dtype)
         clear_tensor_dims()
         if isinstance(how, int):
             with config.patch(ignore_span_overflow_hints=False, max_span_bytes=how,
@@ -258,3 +271,29 @@ def test_multi_field_accumulators_in_lx_under_lx_planning():
               if a.name.startswith("buf0_acc")}
     assert places == {"buf0_acc": {"lx": 0}, "buf0_acc_index": {"lx": 128},
                       "buf0_acc_count": {"lx": 256}}
+
+
+def test_ties_across_inner_tiles_take_the_lower_index():
+    """The case the lower-index rule exists for: eager's first index sits in a later
+    tile than a higher index of the same value (fuzz 31:313)."""
+    _, expected, x = compile_case("argmax_full_inner_ties")
+    assert int(expected) == 512 - 12  # row 0, last tile; tile 0 meets 3 * 512 + 10 first
+    _, expected, _ = compile_case("argmin_full_inner_ties_fp16")
+    assert int(expected) == 512 + 511  # row 1, last tile; tile 0 meets 2 * 512 + 1 first
+
+
+def test_a_computed_logical_index_is_not_accumulated():
+    """argmax of a non-contiguous input reduces (value, logical index) pairs: that index
+    is a value of the tile's own symbols, so a reduction level is refused by name; the
+    untiled program takes the lowest index among equal values, as Inductor does."""
+    x = torch.round(torch.randn(64, 1, 1, generator=torch.Generator().manual_seed(3)) * 2).half()
+    compiled = run_spyre(lambda t: t.argmax(), x)
+    assert torch.equal(compiled.output, x.argmax())
+    program = compiled.op_specs()[0].op_info["program"]
+    assert [e["op"] for e in program] == ["load", "index_expr", "reduction"]
+    clear_tensor_dims()
+    declare_tensor_dim("A", 64)
+    name_tensor_dims(x, ["A", None, None])
+    with pytest.raises(Exception) as info:
+        run_spyre(_hinted(lambda t: t.argmax(), {"A": 4}), x)
+    assert "the op computes a value from its index along it" in str(info.value)

@@ -75,17 +75,17 @@ def test_non_contiguous_group():
     assert all(loop_group_id(op) is None for op in ops)
 
 
-def test_argmax_tiled_on_its_reduction_dim():
-    ops = capture_ops(lambda x: x.argmax(dim=1), torch.randn(8, 64))
+def test_argmax_tiled_on_two_reduction_dims():
+    ops = capture_ops(lambda x: x.argmax(), torch.randn(8, 64))
     graph = ops.graphs[0]
     with ops.graph_context(0), pytest.raises(CoarseTileError) as info:
-        tile_groups(graph, [([ops[0]], 2, [1])])
+        tile_groups(graph, [([ops[0]], [(2, [0]), (2, [1])])])
     assert str(info.value) == (
-        "coarse_tile: group 0 level 0: cannot tile reduction buf0 (aten ops: argmax.default) on "
-        "its reduction dim 0 of size 64 by 2: its partial results cannot be combined across "
-        "tiles (reduction 'argmax'; accumulation supports any, batchmatmul, max, min, prod, sum)"
+        "coarse_tile: group 0 level 1: buf0 (aten ops: argmax.default) (argmax) tiles its "
+        "reduction dim 1 inside a loop over its reduction dim 0; an index reduction accumulates "
+        "over one tiled reduction dim"
     )
-    assert list(ops[0].data.ranges) == [8] and loop_stamp(ops[0]) is None
+    assert list(ops[0].data.ranges) == [] and loop_stamp(ops[0]) is None
 
 
 def _node(name, gid, count):

@@ -16,8 +16,23 @@ from spyre_rules.lang.sections.spec import SectionSpec, SectionState, and_list
 # The knobs of the search algorithm (each must be a positive integer constant).
 BOUNDS = ("max_splits_per_dim", "max_combos", "keep_smallest_splits", "split_window_radius")
 
-DECISION_BINDINGS = {"dims": "list[int]"}
-EXHAUSTED_BINDINGS = {"dims": "list[int]", "tried": "int"}
+# What the engine hands the `reject` guards and `exhausted` (docs/rules_language.md §6.4):
+# the ordered dims and their candidate groups, and text made from the rules' own
+# outputs so that a refusal can name the accesses and the failing requirements.
+DECISION_BINDINGS = {
+    "dims": "list[int]",
+    "groups": "list[DimGroup]",
+    # the candidates' accesses on the dims with no legal split above 1
+    "unshrunk": "str",
+    # per such dim, the legality guard or each failing requirement with the counts it refused
+    "refusals": "str",
+}
+EXHAUSTED_BINDINGS = {
+    "dims": "list[int]",
+    "tried": "int",
+    "combinations": "str",   # "1 combination", "3 combinations"
+    "last_failure": "str",   # why the last combination tried was not accepted
+}
 ORDER_BINDER = "DimGroup"
 REQUIRED_BINDER = "DimGroup"
 COST_BINDER = "Combo"

@@ -1,0 +1,105 @@
+"""A linear / addmm with bias in float16 or bfloat16 rounds once, as eager does:
+``round(bias + sum_k x*w)`` with the sum and the bias add in float32 (issue 32: the
+product was rounded to the half dtype before the bias add, so 30% of the outputs
+were ``round(round(x @ w.T) + b)``).  On every route: untiled, a tiled K
+(accumulated across tiles), tiled M in a counted or unrolled loop, a batched
+linear and addmm's alpha/beta.
+
+Eager's float32 sum runs in another order than the executor's, so an output whose
+terms cancel may still round to a neighbour: the bound is at most 1% of the
+outputs differing, each by at most one ulp of the float32 sum's scale
+``sum_k |x*w| + |b|`` (the double rounding broke both)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import fuzz_paths  # noqa: E402
+
+from spyre_rules import config  # noqa: E402
+from spyre_rules.codegen.accumulate import INIT  # noqa: E402
+from spyre_rules.program.op_spec import LoopSpec, iter_op_specs  # noqa: E402
+from spyre_rules.hints import clear_tensor_dims, declare_tensor_dim, name_tensor_dims, spyre_hint  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_dims():
+    clear_tensor_dims()
+    yield
+    clear_tensor_dims()
+
+
+def _mantissa_bits(dtype):
+    return {torch.float16: 10, torch.bfloat16: 7}[dtype]
+
+
+def _assert_rounds_once(out, expected, scale, dtype):
+    assert out.dtype == expected.dtype == dtype
+    differ = out != expected
+    assert differ.float().mean().item() < 0.01, f"{int(differ.sum())} of {differ.numel()} differ"
+    exponent = torch.floor(torch.log2(scale.clamp_min(torch.finfo(dtype).tiny)))
+    ulp = 2.0 ** (exponent - _mantissa_bits(dtype))
+    assert bool(((out.double() - expected.double()).abs() <= ulp).all())
+
+
+def _hinted(slices, fn):
+    def run(*xs):
+        with spyre_hint(slices=slices):
+            return fn(*xs)
+    return run
+
+
+def _linear(x, w, b):
+    return F.linear(x, w, b)
+
+
+# name -> (fn, x shape, config patch)
+ROUTES = {
+    "untiled": (_linear, (256, 64), {}),
+    "K tiled by a hint (accumulated)": (_hinted({"K": 4}, _linear), (256, 64), {}),
+    "M tiled by a hint": (_hinted({"M": 4}, _linear), (256, 64), {}),
+    "M tiled by a hint, unrolled": (_hinted({"M": 4}, _linear), (256, 64), {"unroll_loops": True}),
+    "a batched linear": (_linear, (4, 64, 64), {}),
+    "addmm, alpha 0.5, beta 2": (lambda x, w, b: torch.addmm(b, x, w.t(), alpha=0.5, beta=2),
+                                 (256, 64), {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_linear_with_bias_rounds_once_like_eager(route, dtype):
+    fn, x_shape, patch = ROUTES[route]
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(x_shape, generator=g).to(dtype)
+    w = torch.randn(512, x_shape[-1], generator=g).to(dtype)
+    b = torch.randn(512, generator=g).to(dtype)
+    names = "BMK"[-x.dim():]
+    for n, size in zip(names, x.shape):
+        declare_tensor_dim(n, size)
+    declare_tensor_dim("N", 512)
+    name_tensor_dims(x, list(names))
+    name_tensor_dims(w, ["N", "K"])
+    name_tensor_dims(b, ["N"])
+    torch._dynamo.reset()
+    before = fuzz_paths.newest_kernel_serial()
+    with torch.no_grad(), config.patch(fallback="error", **patch):
+        out = torch.compile(fn, backend="spyre_rules", fullgraph=True, dynamic=False)(x, w, b)
+    items = [item for k in fuzz_paths.kernels_since(before) for item in k.specs]
+    looped = any(isinstance(item, LoopSpec) for item in items)
+    assert looped == (route in ("K tiled by a hint (accumulated)", "M tiled by a hint"))
+    if route.startswith("K tiled"):
+        assert any(spec.op == INIT for spec in iter_op_specs(items))
+    expected = fn(x, w, b)
+    alpha, beta = (0.5, 2.0) if "addmm" in route else (1.0, 1.0)
+    scale = alpha * (x.double().abs() @ w.double().abs().t()) + beta * b.double().abs()
+    _assert_rounds_once(out, expected, scale, dtype)
+    torch._dynamo.reset()
