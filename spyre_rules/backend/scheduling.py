@@ -153,7 +153,8 @@ class RulesScheduling(BaseScheduling):
         name = _kernel_name(specs, state)
         if config.span_check != "off":
             # On the loops as written: the per-iteration domain is explicit there.
-            state.span_checks.extend(check_kernel(name, specs, config.max_span_bytes))
+            state.span_checks.extend(check_kernel(name, specs, config.max_span_bytes,
+                                                   state.plan))
         if config.unroll_loops:
             specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()

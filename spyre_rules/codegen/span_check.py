@@ -25,12 +25,15 @@ leave it; the executor refuses out-of-bounds ones).
 
 *Indirect reads.*  The gathered read of an embedding / index_select / gather
 (a TensorArg carrying an ``IndirectIndex``) is bounded like any access, its
-indirect symbols over the whole dim they index.  The policy leaves such ops to
-the indirect-access path (``rules/planner.rules``: ``indirect_reads``), so an
-overflow of that one access is *deferred*, not enforced: it is reported under
-its own status and warning (:class:`IndirectReadSpanWarning`, also under
-``span_check = "error"``), naming the access as an indirect read.  Every other
-access of the same op (its index read, its write) is checked as usual.
+indirect symbols over the whole dim they index, and enforced like any access:
+the planner measures it the same way and tiles the op along the dims its other
+coordinates follow (an embedding's hidden dim).  Only when the planner left the
+op to the indirect-access path (``rules/planner.rules``: the rule
+:data:`DEFERRING_RULE`, a gathered read it cannot measure) is an overflow of
+that one access *deferred*, not enforced: it is reported under its own status
+and warning (:class:`IndirectReadSpanWarning`, also under ``span_check =
+"error"``), naming the access as an indirect read.  Every other access of the
+same op (its index read, its write) is checked as usual.
 
 This module measures and reports.  What happens to an overflow is
 ``config.span_check`` (``warn`` / ``error`` / ``off``), applied by the backend
@@ -86,8 +89,12 @@ class IndirectReadSpanWarning(SpanOverflowWarning):
     indirect-access path, reported under ``warn`` and ``error`` alike."""
 
 
-#: ``span_check.status`` of an op whose only overflows are indirect reads.
+#: ``span_check.status`` of an op whose only overflows are deferred indirect reads.
 DEFERRED_STATUS = "indirect read deferred"
+
+#: The planner rule that leaves an op to the indirect-access path: only then is
+#: an overflow of its gathered read deferred rather than enforced.
+DEFERRING_RULE = "eligibility.indirect_reads"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +111,8 @@ class DimCheck:
     reduction_symbols: tuple[str, ...]
     #: the access's data-dependent symbols: non-empty for an indirect (gather) read
     indirect_symbols: tuple[str, ...] = ()
+    #: an indirect read the planner left to the indirect-access path (module doc)
+    deferred: bool = False
 
     @property
     def access(self) -> str:
@@ -139,12 +148,12 @@ class OpCheck:
     @property
     def overflows(self) -> list[DimCheck]:
         """Accesses over the limit that ``span_check`` enforces (every one but indirect reads)."""
-        return [d for d in self.dims if d.span_bytes > self.limit and not d.indirect_symbols]
+        return [d for d in self.dims if d.span_bytes > self.limit and not d.deferred]
 
     @property
     def deferred(self) -> list[DimCheck]:
-        """Indirect reads over the limit: left to the indirect-access path (module doc)."""
-        return [d for d in self.dims if d.span_bytes > self.limit and d.indirect_symbols]
+        """Indirect reads over the limit the planner left to the indirect-access path (module doc)."""
+        return [d for d in self.dims if d.span_bytes > self.limit and d.deferred]
 
     def as_dict(self) -> dict[str, Any]:
         out = {"kernel": self.kernel, **_summary([self]),
@@ -232,7 +241,8 @@ def _per_iteration_bound(
     return best
 
 
-def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]:
+def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int],
+              defer_indirect: bool = False) -> list[DimCheck]:
     # an indirect symbol may take any value of the dim it indexes (whole range)
     ranges = {**_core_ranges(spec), **arg.indirect_ranges()}
     shifts = _shift_levels(spec, arg, counts)
@@ -259,6 +269,7 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int]) -> list[DimCheck]
             symbols=symbols,
             reduction_symbols=tuple(s for s in symbols if s in reduction),
             indirect_symbols=indirect,
+            deferred=bool(indirect) and defer_indirect,
         ))
     return out
 
@@ -277,8 +288,15 @@ def _op_name(spec: OpSpec) -> str:
     return next((a.name for a in spec.args if not a.is_input and a.name), spec.op)
 
 
-def check_kernel(kernel: str, items: list[Any], limit: int) -> list[OpCheck]:
-    """Bound every access of every OpSpec of one kernel (LoopSpecs as written, not unrolled)."""
+def _left_to_indirect_path(record: Any) -> bool:
+    decision = getattr(record, "decision", None)
+    return getattr(decision, "rule", None) == DEFERRING_RULE
+
+
+def check_kernel(kernel: str, items: list[Any], limit: int,
+                 plan: dict[str, Any] | None = None) -> list[OpCheck]:
+    """Bound every access of every OpSpec of one kernel (LoopSpecs as written, not
+    unrolled); ``plan``: the graph's plan records (which ops' gathered reads are deferred)."""
     out: list[OpCheck] = []
 
     def walk(body: list[Any], counts: list[int]) -> None:
@@ -286,8 +304,10 @@ def check_kernel(kernel: str, items: list[Any], limit: int) -> list[OpCheck]:
             if isinstance(item, LoopSpec):
                 walk(item.body, [*counts, int(item.count)])
                 continue
-            dims = [d for arg in item.args for d in _arg_dims(item, arg, counts)]
-            out.append(OpCheck(kernel=kernel, op=_op_name(item), kind=item.op,
+            name = _op_name(item)
+            defer = _left_to_indirect_path((plan or {}).get(name))
+            dims = [d for arg in item.args for d in _arg_dims(item, arg, counts, defer)]
+            out.append(OpCheck(kernel=kernel, op=name, kind=item.op,
                                limit=limit, dims=dims))
 
     walk(items, [])
@@ -322,7 +342,7 @@ def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
         f"{dim.device_dim} spans {bound}{dim.span_bytes} bytes, over the limit of "
         f"{check.limit} bytes (max_span_bytes); planner decision: {_planner_decision(record, dim)}"
     )
-    if dim.indirect_symbols:
+    if dim.deferred:
         text += "; deferred to the indirect-access path (span_check does not enforce indirect reads)"
     return text
 

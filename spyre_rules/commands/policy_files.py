@@ -37,6 +37,7 @@ EDITS = {
     "foreign_strides": "double the op's host strides, so no host dim has the stick's stride (stick dim unknown)",
     "user_hint": "stamp a user spyre_hint DimHint splitting `host_dim` into `split` tiles",
     "index_value": "add the op's output index to its value (ops.index_expr, as an iota or a mask computes)",
+    "unmeasured_gather": "give the op a class of its own get_read_writes (Inductor's answer: no bound of its indirect symbols)",
 }
 
 _DECISIONS = ("plan", "no_plan", "unsupported")

@@ -91,6 +91,10 @@ def _apply(edit: Edit, ops: Any, hint_id: int) -> None:
         op.data = ir.Scan.__new__(ir.Scan)
     elif edit.make == "index_value":
         _add_index_value(op)
+    elif edit.make == "unmeasured_gather":
+        # an op class of its own read_writes: Inductor's answer, no indirect bounds
+        op.__class__ = type("UnmeasuredGather", (type(op),),
+                            {"get_read_writes": lambda self: ir.ComputedBuffer.get_read_writes(self)})
     else:
         with ops.graph_context(0):
             positions = facts.op_facts(op).position_vars or []

@@ -87,7 +87,7 @@ EXAMPLES: dict[str, Example] = {
     "stick_alignment": Example(_plus_one, ((8192, 49159),), "float16", None,
                                "every split would cut sticks or exceed the cap (docs/layout_model.md §6.5)"),
     "indirect_read": Example(_gather, ((8, 64),), "float16", 64,
-                             "x[index] + 1 is left to the indirect-access path (docs/layout_model.md §4.2)",
+                             "x[index] + 1: a gathered read, its indirect symbol over the whole indexed dim",
                              index_inputs=((4,),)),
     "scalar_reduction": Example(_full_sum, ((8, 64),), "float16", 256,
                                 "x.sum(): a reduction level over the whole tensor, accumulated"),

@@ -15,7 +15,8 @@ from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import Coord, HostCoord, Read
 from spyre_rules.facts.registry import Op, Sym, Tiling, fact
 
-__all__ = ["full_output_coords", "has_output_coords", "input_reads", "output_coords", "output_dim",
+__all__ = ["full_output_coords", "has_output_coords", "has_unmeasured_indirect_reads",
+           "indirect_reads", "input_reads", "output_coords", "output_dim",
            "output_symbols", "read_coords", "read_host_coords", "reduction_symbols", "tiles_translate"]
 
 
@@ -76,6 +77,16 @@ def tiles_translate(op: Op, tile: Tiling) -> bool:
 @fact
 def input_reads(op: Op) -> list[Read]:
     return op_facts(op).input_reads()
+
+
+@fact
+def indirect_reads(op: Op) -> list[Read]:
+    return list(op_facts(op).indirect_reads()[0])
+
+
+@fact
+def has_unmeasured_indirect_reads(op: Op) -> bool:
+    return op_facts(op).indirect_reads()[1]
 
 
 @fact

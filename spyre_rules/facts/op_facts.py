@@ -29,6 +29,8 @@ from spyre_rules.facts import access, alignment, hint_kinds, layout_facts, op_ki
 from spyre_rules.facts.access import (
     full_output_coords,
     has_output_coords,
+    has_unmeasured_indirect_reads,
+    indirect_reads,
     input_reads,
     output_coords,
     output_dim,

@@ -15,7 +15,9 @@ per value leaf, ``None`` included, as ``pytree.tree_map`` visits them) but
 keeps no text, and simplifies the loop sizes once per trace instead of once per
 load.  The answer equals Inductor's (tests/facts/test_read_writes.py compares
 them on many op kinds).  An op whose class overrides ``get_read_writes``, and
-a scan or sort, is asked directly.
+a scan or sort, is asked directly.  The traced answer also carries
+``indirect_sizes`` (indirect symbol -> the size ``ops.indirect_indexing`` bounds
+it by), which Inductor's does not record.
 """
 
 from __future__ import annotations
@@ -66,6 +68,13 @@ class _Numbering(RecordLoadStore):
         # Not RecordLoadStore.__init__: no IndentedBuffer, our recorder.
         self.parent_handler = _Recorder(var_ranges)
         self.var_counter = itertools.count()
+        #: indirect symbol -> the size Inductor bounds it by (the indexed extent)
+        self.indirect_sizes: dict[sympy.Symbol, Any] = {}
+
+    def indirect_indexing(self, index_var: Any, size: Any, *args: Any, **kwargs: Any) -> sympy.Symbol:
+        symbol = self.parent_handler.indirect_indexing(index_var, size, *args, **kwargs)
+        self.indirect_sizes[symbol] = size
+        return symbol
 
     def _write(self, line: Any) -> str:
         return f"tmp{next(self.var_counter)}"
@@ -115,7 +124,10 @@ def read_writes(op: Any) -> ReadWrites:
         else:
             layout_class.allow_indexing = saved
     recorded = handler.parent_handler
-    return ReadWrites(
+    out = ReadWrites(
         OrderedSet(recorded._reads), OrderedSet(recorded._writes), recorded._index_exprs,
         [*itertools.chain.from_iterable(args)], var_ranges,
     )
+    # not a ReadWrites field: what the gathered reads' planner measure needs (facts.gathered)
+    out.indirect_sizes = dict(handler.indirect_sizes)  # type: ignore[attr-defined]
+    return out

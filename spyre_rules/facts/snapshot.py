@@ -38,6 +38,7 @@ from torch._inductor.virtualized import NullHandler, V
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts import memo
 from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.gathered import indirect_ranges
 from spyre_rules.facts.per_tile import (
     CannotRebuild,
     OutputView,
@@ -408,6 +409,25 @@ class OpFacts:
             out.append(Read.of(dep.name, layout, dep, position))
         return out
 
+    def indirect_reads(self) -> tuple[list[Read], bool]:
+        """Gathered (indirect) MemoryDep reads measurable like an input read (a static
+        FixedTiledLayout, every indirect symbol's extent shown: ``facts.gathered``),
+        and whether any other indirect read is left unmeasured."""
+        return self._in_scope("indirect_reads", self._indirect_reads)
+
+    def _indirect_reads(self) -> tuple[list[Read], bool]:
+        out, unmeasured = [], False
+        for position, dep in enumerate(self._dependencies()[0]):
+            if not dep.is_indirect():
+                continue
+            layout = self.buffer_layout(dep.name) if isinstance(dep.index, sympy.Expr) else None
+            if layout is None or not static_layout(layout) \
+                    or indirect_ranges(dep.index, self.read_writes) is None:
+                unmeasured = True
+                continue
+            out.append(Read.of(dep.name, layout, dep, position))
+        return out, unmeasured
+
     def dep_of(self, read: Read) -> MemoryDep:
         """The op's current MemoryDep that ``read`` describes."""
         reads = self._dependencies()[0]
@@ -498,8 +518,11 @@ class OpFacts:
         if not static_layout(layout):
             return []
         splits = split_by_symbol(self.split_dims, tiling_key(tiling))
+        ranges = dep.ranges
+        if dep.is_indirect():  # an indirect symbol ranges over the whole dim it indexes
+            ranges = {**ranges, **(indirect_ranges(dep.index, self.read_writes) or {})}
         records = tile_access_coords(
-            dep.name, layout, layout.dtype, dep.index, dep.ranges, splits, "input"
+            dep.name, layout, layout.dtype, dep.index, ranges, splits, "input"
         )
         return records if records else []
 
@@ -551,4 +574,9 @@ class OpFacts:
             if reads is None or read.buffer in reads:
                 found = self.dep_of(read)
                 accesses.append((read.buffer, read.layout, found.index, found.ranges))
+        for read in self.indirect_reads()[0]:  # a gathered coordinate never moves
+            if reads is None or read.buffer in reads:
+                found = self.dep_of(read)
+                ranges = {**found.ranges, **(indirect_ranges(found.index, self.read_writes) or {})}
+                accesses.append((read.buffer, read.layout, found.index, ranges))
         return first_untranslated(accesses, self.symbol_dims, levels)

@@ -25,6 +25,7 @@ from spyre_rules.codegen.span_check import (  # noqa: E402
     SpanCheckError,
     SpanOverflowWarning,
     check_kernel,
+    enforce,
 )
 from spyre_rules.executor import runtime  # noqa: E402
 
@@ -184,57 +185,74 @@ def _embedding_at(limit, tmp_path, **cfg):
         return ids, w, run_spyre(torch.nn.functional.embedding, ids, w)
 
 
-def _gathered_read_message(dim, span, limit):
+def _gathered_read_message(dim, span, limit, decision, deferred=False):
     return (
         "spyre_rules span check: graph 0/0, kernel sdsc_embedding_0, op buf0 (embedding): "
         f"indirect read of tensor arg1_1 (gathered through ind0), device dim {dim} spans {span} "
-        f"bytes, over the limit of {limit} bytes (max_span_bytes); planner decision: no plan: "
-        "buf0 reads through an indirect index; the indirect-access path owns it; deferred to the "
-        "indirect-access path (span_check does not enforce indirect reads)"
+        f"bytes, over the limit of {limit} bytes (max_span_bytes); planner decision: {decision}"
+        + ("; deferred to the indirect-access path (span_check does not enforce indirect reads)"
+           if deferred else "")
     )
 
 
-def test_an_indirect_read_is_deferred_to_the_indirect_access_path(tmp_path, caplog):
-    """The gathered read overflows: reported by name as deferred, even under 'error'."""
-    with warnings.catch_warnings(record=True) as caught, \
-            caplog.at_level(logging.WARNING, logger="spyre_rules.span_check"):
-        warnings.simplefilter("always")
-        ids, w, compiled = _embedding_at(8192, tmp_path, ignore_span_overflow_hints=False)
+def test_an_overflowing_gathered_read_is_tiled_along_the_hidden_dim(tmp_path):
+    """The table's stick-count dim (12800 B) overflows 8192: the planner splits the
+    output's hidden dim 2 ways (one stick per tile); the gathered row coordinate
+    (ind0 over all 50 rows, 6400 B) fits, and the span check enforces both (the
+    write, 8192 B on its dim 0, is the largest span)."""
+    ids, w, compiled = _embedding_at(8192, tmp_path, ignore_span_overflow_hints=False)
     assert torch.equal(compiled.output, torch.nn.functional.embedding(ids, w))
-    expected = _gathered_read_message(0, 12800, 8192)
-    assert [(w.category, str(w.message)) for w in caught
-            if issubclass(w.category, SpanOverflowWarning)] == [(IndirectReadSpanWarning, expected)]
-    records = [r for r in caplog.records if r.name == "spyre_rules.span_check"]
-    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, expected)]
-    assert records[0].span_check["access"] == "indirect read"
+    (loop,) = compiled.kernels[0].specs
+    assert isinstance(loop, LoopSpec) and loop.count == 2
     (record,) = _plan(tmp_path)["ops"]
+    assert (record["decision"], record["levels"]) == ("plan", [[2, 2]])
     assert record["span_check"] == {
-        "kernel": "sdsc_embedding_0", "status": "indirect read deferred",
-        "max_span_bytes": 12800, "limit_bytes": 8192, "overflows": [],
-        "deferred": [{"tensor": "arg1_1", "access": "indirect read", "device_dim": 0,
-                      "span_bytes": 12800, "exact": True, "symbols": ["c2"]}],
-    }
+        "kernel": "sdsc_embedding_0", "status": "fits", "max_span_bytes": 8192,
+        "limit_bytes": 8192, "overflows": []}
 
 
-def test_only_the_indirect_read_is_deferred_the_same_ops_write_still_raises(tmp_path):
+def test_a_gathered_read_is_enforced_like_any_access(tmp_path):
+    """Tiling off: the gathered read's overflows raise with the write's (not deferred)."""
     with warnings.catch_warnings(record=True) as caught, pytest.raises(Exception) as info:
         warnings.simplefilter("always")
         _embedding_at(4096, tmp_path)
     error = find_cause(info.value, SpanCheckError)
     assert error is not None, info.value
-    assert str(error) == (
+    off = "no plan: automatic span-overflow tiling is off (config.ignore_span_overflow_hints)"
+    assert str(error).split("\n") == [
+        _gathered_read_message(0, 12800, 4096, off),
+        _gathered_read_message(1, 6400, 4096, off),
         "spyre_rules span check: graph 0/0, kernel sdsc_embedding_0, op buf0 (embedding): write "
         "of tensor buf0, device dim 0 spans 8192 bytes, over the limit of 4096 bytes "
-        "(max_span_bytes); planner decision: no plan: automatic span-overflow tiling is off "
-        "(config.ignore_span_overflow_hints)"
-    )
-    # both dims of the gathered read are deferred (reported, not raised)
-    deferred = [str(w.message) for w in caught if w.category is IndirectReadSpanWarning]
-    assert [m.split("device dim ")[1][:1] for m in deferred] == ["0", "1"]
+        f"(max_span_bytes); planner decision: {off}",
+    ]
+    assert [w for w in caught if w.category is IndirectReadSpanWarning] == []
     (record,) = _plan(tmp_path)["ops"]
     assert record["span_check"]["status"] == "overflow"
-    assert [(d["access"], d["device_dim"]) for d in record["span_check"]["deferred"]] == [
-        ("indirect read", 0), ("indirect read", 1)]
+    assert "deferred" not in record["span_check"]
+
+
+def test_a_gathered_read_left_to_the_indirect_path_is_deferred(caplog):
+    """Only an op the planner left to the indirect-access path (a gathered read it
+    cannot measure: eligibility.indirect_reads) has its gathered read deferred."""
+    import types
+
+    ids, w = torch.randint(0, 50, (2, 16)), torch.randn(50, 64)
+    specs = run_spyre(torch.nn.functional.embedding, ids, w).kernels[0].specs
+    reason = "buf0 reads through an indirect index whose indexed extent cannot be shown; ..."
+    record = types.SimpleNamespace(decision=types.SimpleNamespace(
+        decision="no plan", reason=reason, rule="eligibility.indirect_reads"))
+    plan = {"buf0": record}
+    checks = check_kernel("sdsc_embedding_0", specs, 8192, plan)
+    expected = _gathered_read_message(0, 12800, 8192, f"no plan: {reason}", deferred=True)
+    with warnings.catch_warnings(record=True) as caught, \
+            caplog.at_level(logging.WARNING, logger="spyre_rules.span_check"):
+        warnings.simplefilter("always")
+        assert enforce("0/0", checks, plan, "error") == [expected]
+    assert [(w.category, str(w.message)) for w in caught] == [(IndirectReadSpanWarning, expected)]
+    (check,) = checks
+    assert check.overflows == [] and [d.device_dim for d in check.deferred] == [0]
+    assert check.as_dict()["status"] == "indirect read deferred"
 
 
 # --------------------------------------------------------------------------- unit level

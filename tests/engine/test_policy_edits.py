@@ -62,27 +62,25 @@ def test_change_the_cost_order(policy):
     assert decisions(ops, max_span_bytes=8192)["buf0"].plan.splits == ((1, 20),)
 
 
-def test_drop_the_indirect_read_guard(policy):
-    ops = capture("gather", lambda x, i: x[i] + 1, torch.randn(8, 64, dtype=FP16),
+def test_drop_the_gathered_read_validation(policy):
+    """x[i] on a (4000, 128) fp16 table at 128 KiB: its rows alone span 512000 bytes in
+    every tile, so gathered_reads_fit refuses every split; without it the planner
+    would accept a split that leaves the gathered read over the limit."""
+    ops = capture("gather_rows", lambda x, i: x[i], torch.randn(4000, 128, dtype=FP16),
                   torch.tensor([1, 3, 5, 0]))
-    before = decisions(ops, max_span_bytes=64)["buf0"]
-    assert before.decision == "no plan" and "indirect" in before.reason
+    before = decisions(ops, max_span_bytes=131072)["buf0"]
+    assert before.decision == "unsupported"
     policy({"planner.rules": [(
-        '''  skip indirect_reads
-    when has_indirect_reads(op)
-    because "{op} reads through an indirect index; the indirect-access path owns it";
+        '''  require gathered_reads_fit:
+    all(c.span_bytes is known and c.span_bytes <= config.max_span_bytes
+        for r in indirect_reads(op)
+        for c in read_coords(op, r, tile)
+        if not c.is_stick and c.symbols != {}
+        if c.span_elems is unknown or c.span_elems > 1)
+    because "a gathered read of {op} still exceeds {config.max_span_bytes} bytes with split {tile}";
 ''', "")]})
-    after = decisions(ops, max_span_bytes=64)["buf0"]
-    assert [s.rule for s in after.trace if s.section == "eligibility"] == []
-    # Planned now: splitting its 4 rows would cut the sticks of the int64 index it reads
-    legality = next(s for s in after.trace if s.section == "legality")
-    assert legality.values["rejected"] == ["2: input_sticks_whole", "4: input_sticks_whole"]
-    assert after.decision == "unsupported"
-    assert after.reason == (
-        "Cannot auto-tile buf0 (aten ops: index.Tensor): no legal split of host dims [0] brings its "
-        "access under the limit of 64 bytes (output span overflow: device dim 1 (d0) spans 512 bytes); "
-        "host dim 0: splits 2, 4 fail input_sticks_whole (splitting host dim 0 of buf0 2 ways would "
-        "cut the sticks of an input it reads)")
+    after = decisions(ops, max_span_bytes=131072)["buf0"]
+    assert after.decision == "plan" and after.plan.splits == ((1, 2),)
 
 
 def test_keep_reductions_out_of_pointwise_runs(policy):

@@ -37,7 +37,8 @@ def test_bundled_policy_loads_and_is_cached():
         "max_splits_per_dim": 16, "max_combos": 512, "keep_smallest_splits": 5,
         "split_window_radius": 2}
     assert [g.name for g in first.program.generators] == [
-        "output_span", "input_span", "reduction_span", "mixed_output_span", "mixed_reduction_span"]
+        "output_span", "input_span", "reduction_span", "mixed_output_span", "mixed_reduction_span",
+        "gathered_span"]
 
 
 def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):
@@ -67,7 +68,7 @@ def test_check_errors_refuse_to_load_and_carry_diagnostics(tmp_path):
 
 def test_rules_cannot_run_python(tmp_path):
     target = rules_copy(tmp_path, {"planner.rules": [
-        ("when has_indirect_reads(op)", 'when eval("__import__(\'os\')")')]})
+        ("when has_unmeasured_indirect_reads(op)", 'when eval("__import__(\'os\')")')]})
     with pytest.raises(PolicyError) as info:
         load_policy([str(target)])
     assert "E011" in str(info.value) and "unknown function `eval`" in str(info.value)

@@ -115,12 +115,31 @@ def test_no_plan_under_the_limit(add_8195):
 # ---------------------------------------------------------- 2. indirect read
 
 
-def test_2_indirect_read_returns_none():
+def test_2_indirect_read_is_measured_and_tiled_like_a_read():
+    """x[i] + 1 at 64 bytes: the gathered read is measured (its indirect symbol over
+    all 8 rows); the output span asks for a split of the 4 gathered rows, which
+    would cut the sticks of the int64 index it reads."""
     ops = capture("gather", lambda x, i: x[i] + 1, torch.randn(8, 64, dtype=FP16),
                   torch.tensor([1, 3, 5, 0]))
     d = decide(ops, "buf0", max_span_bytes=64)
+    assert [s.section for s in d.trace if s.section == "eligibility"] == []
+    assert d.decision == "unsupported"
+    assert d.reason.startswith("Cannot auto-tile buf0 (aten ops: index.Tensor): no legal split of host dims [0]")
+
+
+def test_2_unmeasured_indirect_read_returns_none():
+    """A gathered read whose indirect symbol has no recorded bound stays unplanned."""
+    from torch._inductor import ir
+
+    ops = capture("gather_unmeasured", lambda x, i: x[i] + 1, torch.randn(8, 64, dtype=FP16),
+                  torch.tensor([1, 3, 5, 0]))
+    op = next(o for o in ops if o.get_name() == "buf0")
+    op.__class__ = type("OwnReadWrites", (type(op),),
+                        {"get_read_writes": lambda self: ir.ComputedBuffer.get_read_writes(self)})
+    d = decide(ops, "buf0", max_span_bytes=64)
     assert (d.decision, d.plan) == ("no plan", None)
-    assert d.reason == "buf0 reads through an indirect index; the indirect-access path owns it"
+    assert d.reason == ("buf0 reads through an indirect index whose indexed extent cannot be "
+                        "shown; the indirect-access path owns it")
     assert [(s.section, s.rule, s.outcome) for s in d.trace] == [("eligibility", "indirect_reads", "skip")]
 
 

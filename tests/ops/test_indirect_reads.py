@@ -87,10 +87,8 @@ def test_artifacts_show_the_indirect_arg(tmp_path):
     assert "indirect=[(sympify('ind0'), 50, 0)]," in (graph / "wrapper.py").read_text()
     (op,) = json.loads((graph / "plan.json").read_text())["ops"]
     assert op["span_check"]["status"] == "fits"
-    # the planner leaves it untiled, saying why (rules/planner.rules)
-    assert (op["decision"], op["rule"], op["reason"]) == (
-        "no plan", "eligibility.indirect_reads",
-        "buf0 reads through an indirect index; the indirect-access path owns it")
+    # the planner measures the gathered read (every row for ind0) and finds nothing to tile
+    assert (op["decision"], op["rule"]) == ("no plan", "candidates.none")
 
 
 def test_span_check_bounds_an_indirect_coordinate_over_the_whole_dim():
@@ -123,3 +121,38 @@ def test_embedding_inside_a_hint_loop(dim, unroll):
     specs = compiled.op_specs()
     assert [s.op for s in specs] == (["embedding", "add"] * (4 if dim == "S" else 2) if unroll
                                      else ["embedding", "add"])
+
+
+def test_embedding_table_is_tiled_along_the_hidden_dim_and_checked():
+    """vocab 1000, hidden 256, fp16 at 128 KiB: the table is laid out [4, 1000, 64]; its
+    stick-count dim spans 4 x 128000 bytes, so the planner splits the hidden dim 4 ways
+    (one stick per tile); the gathered row coordinate spans all 1000 rows (128000 bytes)
+    in every tile and fits.  Executed in a counted loop, equal to eager, under
+    span_check='error' (every access enforced, the gathered read included)."""
+    ids, w = randint(0, 1000, 1, 64), randn(1000, 256, dtype=torch.float16)
+    with config.patch(max_span_bytes=128 * 1024, span_check="error",
+                      ignore_span_overflow_hints=False):
+        compiled = check(embedding, ids, w)
+    (loop,) = compiled.kernels[0].specs
+    assert loop.count == 4
+    (spec,) = loop.body
+    assert spec.op == "embedding" and [str(s) for s in spec.tiled_symbols[0]] == ["c1"]
+    table = spec.args[1]
+    assert [str(c) for c in table.device_coordinates] == ["floor(c1/64)", "ind0", "Mod(c1, 64)"]
+    assert table.indirect[0].size == 1000
+
+
+def test_a_table_whose_rows_alone_overflow_is_refused_by_name():
+    """(4000, 128) fp16 at 128 KiB: all 4000 rows span 512000 bytes in any tile."""
+    from spyre_rules.ir.errors import BackendCompileError, find_cause
+
+    ids, w = randint(0, 4000, 1, 8), randn(4000, 128, dtype=torch.float16)
+    with config.patch(max_span_bytes=128 * 1024, span_check="error",
+                      ignore_span_overflow_hints=False), pytest.raises(Exception) as info:
+        run_spyre(embedding, ids, w)
+    error = find_cause(info.value, BackendCompileError)
+    assert error is not None, info.value
+    assert str(error) == (
+        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: embedding.default): "
+        "no combined split among host dims [2] keeps every span within 131072 bytes after trying "
+        "1 combination (the last: a gathered read of buf0 still exceeds 131072 bytes with split {2: 2})")
