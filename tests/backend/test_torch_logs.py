@@ -35,16 +35,17 @@ OP_LINES = [
     "output span overflow",
     "graph 0/0: buf2 (reduction:sum): plan, levels (1, 10), rule grouping.run_tiles_agree: "
     "input span overflow for buf1",
-    "graph 0/0: buf3 (reduction:sum): plan, levels (1, 10), rule grouping.own_group: "
+    "graph 0/0: buf3 (reduction:sum): plan, levels (1, 10), rule grouping.reduction_opens_run: "
     "input span overflow for arg1_1",
-    "graph 0/0: buf4 (pointwise): no plan, levels -, rule candidates.none: "
+    # the add of the two row sums reads buf3 tile by tile: it joins the run buf3 opens
+    "graph 0/0: buf4 (pointwise): no plan, levels (1, 10), rule grouping.untiled_reader_to_open_run: "
     "no span exceeds the limit",
 ]
 KERNEL_LINES = [
     "graph 0/0: kernel sdsc_mul_add_sum_0: span check fits, largest span 8192 of 8192 bytes, "
     "ops buf0, buf1, buf2",
-    "graph 0/0: kernel sdsc_sum_1: span check fits, largest span 8192 of 8192 bytes, ops buf3",
-    "graph 0/0: kernel sdsc_add_2: span check fits, largest span 5120 of 8192 bytes, ops buf4",
+    "graph 0/0: kernel sdsc_sum_add_1: span check fits, largest span 8192 of 8192 bytes, "
+    "ops buf3, buf4",
 ]
 
 
@@ -89,8 +90,8 @@ def test_torch_logs_prints_each_op_decision_and_each_kernel_span_check(tmp_path)
             payload.append(follow[1:])
         artifacts[meta["artifact"]["name"]] = (meta, "\n".join(payload))
     assert sorted(artifacts) == [
-        "spyre_rules_bundle_sdsc_add_2", "spyre_rules_bundle_sdsc_mul_add_sum_0",
-        "spyre_rules_bundle_sdsc_sum_1", "spyre_rules_plan", "spyre_rules_wrapper"]
+        "spyre_rules_bundle_sdsc_mul_add_sum_0", "spyre_rules_bundle_sdsc_sum_add_1",
+        "spyre_rules_plan", "spyre_rules_wrapper"]
     meta, plan = artifacts["spyre_rules_plan"]
     assert (meta["artifact"]["encoding"], meta["frame_id"], meta["frame_compile_id"]) == (
         "json", 0, 0)

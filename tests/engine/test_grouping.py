@@ -121,20 +121,17 @@ def _sum_over_the_run_dim(a):
     return c, c.sum(dim=1)
 
 
-def test_reduction_over_a_dim_the_run_splits_keeps_the_seed_conflict():
+def test_reduction_over_a_dim_the_run_splits_runs_after_the_loop():
     """The run splits host dim 1 of c (19 tiles), which c.sum(dim=1) reduces: no split of
-    its own dims reads c tile by tile, and its read of c's full buffer over the reduced
-    dim overflows whatever it splits (19 rows: a reduction level would leave one row per
-    tile): the planner refuses the sum itself, naming that read and why."""
+    its own dims reads c tile by tile, so it runs after the run's loop over c's full buffer,
+    with a reduction level of one row per tile (19) inside 4 tiles of its output dim 1: with
+    2 its fp32 accumulator of one output tile would span 16 KiB (validation accumulator_fits;
+    executed in tests/tiling/test_accumulator_fits.py)."""
     ops = capture("sum_over_run_dim", _sum_over_the_run_dim,
                   torch.randn(1, 19, 128, 64, dtype=FP16))
-    with without_hints(ops), config.patch(**ON), pytest.raises(Unsupported) as info:
-        spyre_rules.span_overflow_groups(ops)
-    assert str(info.value) == (
-        "Cannot auto-tile buf1 (aten ops: sum.dim_IntList): no legal split brings its read under "
-        "the limit of 8192 bytes (reduction-controlled input span for buf0: device dim 0 (d2) spans "
-        "311296 bytes); host dim 3: split 19 fails reduction_tile_extent (a Reduction tile must "
-        "keep at least 2 iterations of host dim 3)")
+    groups = groups_of(ops, max_span_bytes=8192)
+    assert [(names, [(lv.split, lv.is_reduction) for lv in levels]) for names, levels in groups] == [
+        (["buf0"], [(19, False), (2, False)]), (["buf1"], [(4, False), (19, True)])]
     assert all(getattr(op, "dim_hints", None) is None for op in ops)
 
 
