@@ -151,7 +151,7 @@ class _Grouper:
         return self.auto_tiled.so_far()
 
     def add(self, op: Any, levels: list[Level] | None, rule: str) -> None:
-        self.axes.link(op, levels, self.loop, next(iter(self.tiled), None), self.tiled.values())
+        self.axes.link(op, levels, self.loop, next(iter(self.tiled), None), self.tiled)
         member = _Member(op, None if levels is None else list(levels), rule)
         self.members.append(member)
         self.member_names.add(op.get_name())
@@ -182,7 +182,7 @@ class _Grouper:
         self.tiled = {}
         self.axes = RunAxes()
         for m in self.members:  # the indices again, as if each had joined with its new levels
-            self.axes.link(m.op, m.levels, self.loop, next(iter(self.tiled), None), self.tiled.values())
+            self.axes.link(m.op, m.levels, self.loop, next(iter(self.tiled), None), self.tiled)
             if m.levels is not None:
                 self.tiled[m.op.get_name()] = m
         self._run = None

@@ -20,7 +20,6 @@ op's plan; whether to take it (every member conforms) is the rules' decision.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from spyre_rules.engine.values import Level, Refine, RunMember, Tiling
@@ -54,11 +53,11 @@ class RunAxes:
             self.parent[rb] = ra
 
     def link(self, op: Any, levels: list[Level] | None, loop: list[Level], first: str | None,
-             tiled: Iterable[Any]) -> None:
+             tiled: dict[str, Any]) -> None:
         """Record the indices ``op`` (joining with ``levels``) shares with the run:
         its level dims with the loop's, its read-linked dims with the members'.
         ``first``: the name of the member whose levels are ``loop``; ``tiled``: the
-        run's tiled members (``_Member``) before ``op``."""
+        run's tiled members (``_Member``) before ``op``, by name."""
         name = op.get_name()
         if levels is not None and first is not None:
             for lv, run_lv in zip(levels, loop):
@@ -67,14 +66,15 @@ class RunAxes:
             self.union(node, (name, d))
 
 
-def read_links(op: Any, tiled: Iterable[Any]) -> list[tuple[int, Node]]:
+def read_links(op: Any, tiled: dict[str, Any]) -> list[tuple[int, Node]]:
     """``(d, (member, h))`` for every host dim ``h`` of a tiled member ``op`` reads
-    that ``op``'s split dim ``d`` walks (``read_tile_dim``)."""
-    reads = facts.read_buffers(op)
+    that ``op``'s split dim ``d`` walks (``read_tile_dim``).  ``tiled``: the run's
+    tiled members by name; looked up by ``op``'s reads, so the cost per op does not
+    grow with the run (tests/tiling/test_linear_tiling.py)."""
     links = []
-    for m in tiled:
-        member = m.op.get_name()
-        if member not in reads:
+    for member in sorted(facts.read_buffers(op)):
+        m = tiled.get(member)
+        if m is None:
             continue
         for h in range(len(m.op.get_size())):
             d = facts.read_tile_dim(op, member, h)
@@ -124,7 +124,7 @@ def refine(op: Any, plan_levels: list[Level], tiled: dict[str, Any], loop: list[
     if not loop or not tiled or any(lv.is_reduction for lv in plan_levels):
         return None
     name = op.get_name()
-    links = read_links(op, tiled.values())
+    links = read_links(op, tiled)
     if not links:
         return None
     trial = axes.copy()

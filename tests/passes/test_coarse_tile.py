@@ -383,8 +383,9 @@ def test_loop_invariant_hint_level_keeps_the_op_whole(capture):
 
 
 def test_reduction_dim_split_by_one_keeps_the_op_whole(capture):
-    """A count-1 level over a reduction dim is one tile over the whole dim: nothing
-    to accumulate, so the op stays loop-invariant in that level (it used to raise)."""
+    """A count-1 hint over a reduction dim is one tile over the whole dim: nothing to
+    accumulate and no loop (a split of 1 is no loop: the hint contract), so only the
+    outer level of 2 remains and the reduced dim stays whole."""
 
     def f(x):
         with spyre_hint(slices={"A": 2}):
@@ -394,7 +395,7 @@ def test_reduction_dim_split_by_one_keeps_the_op_whole(capture):
     ops = capture(f, named_sum_input())
     (op,) = ops
     coarse_tile(ops, hints_to_coarse_tile_groups(ops))
-    assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0, 0), [2, 1], [[0], []])
+    assert (loop_group_id(op), loop_count(op), loop_tiled_dims(op)) == ((0,), [2], [[0]])
     assert op.data.ranges == [10, 16, 64]
     assert op.data.reduction_ranges == [2]
 

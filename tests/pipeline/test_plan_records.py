@@ -175,10 +175,14 @@ CONFLICT = ("Cannot auto-tile buf1 (aten ops: sum.dim_IntList): no legal split b
             "tile must keep at least 2 iterations of host dim 3)")
 
 
-def test_auto_tiled_consumer_of_auto_tiled_producer_is_unsupported():
-    with pytest.raises(Unsupported) as info:
-        capture_auto(sum_over_the_run_dim, h(1, 19, 128, 64))
-    assert str(info.value) == CONFLICT
+def test_the_sum_over_the_run_dim_runs_after_the_loop():
+    """The run splits host dim 1 of c, which the sum reduces: the sum runs after the loop
+    over c's full buffer, one row per reduction tile inside 4 output tiles (its fp32
+    accumulator of one output tile must fit: validation accumulator_fits)."""
+    ops = capture_auto(sum_over_the_run_dim, h(1, 19, 128, 64))
+    record = records(ops)["buf1"]
+    assert (record["decision"], record["levels"], record["rule"]) == (
+        "plan", [[1, 4], [0, 19]], "grouping.after_open_run_loop")
 
 
 def _conform(a):
