@@ -230,8 +230,9 @@ def test_reading_a_user_hinted_producer_is_rejected(chain):
         with pytest.raises(Unsupported) as info:
             spyre_rules.span_overflow_groups(chain)
         assert producer.dim_hints == [user]  # manual hints are left alone
-    assert str(info.value) == ("Cannot auto-tile buf1: it reads already auto-tiled producer(s) "
-                               "['buf0']; their tile loops cannot be fused with this op")
+    assert str(info.value) == ("Cannot auto-tile buf1 (aten ops: mul.Tensor): it reads already "
+                               "auto-tiled producer(s) ['buf0']; their tile loops cannot be fused "
+                               "with this op")
 
 
 def test_user_hinted_op_itself_is_passed(chain):
