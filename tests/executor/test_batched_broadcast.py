@@ -18,8 +18,9 @@ if str(TESTS.parent / "bench") not in sys.path:
 import fuzz_paths  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
-from spyre_rules.executor import DeviceMemoryError, batched_loops  # noqa: E402
+from spyre_rules.executor import batched_loops  # noqa: E402
 from spyre_rules.program.op_spec import LoopSpec  # noqa: E402
+from test_batched_loops import _routes  # noqa: E402  (the three executor routes, one helper)
 
 H, F = torch.float16, torch.float32
 
@@ -40,16 +41,6 @@ PROGRAMS = {
     "x + s * 3, rank 1, fp16": (lambda x, s: x + s * 3, [(4096,), (1,)], H, 2048),
     "x + s * 3, rank 1, fp32": (lambda x, s: x + s * 3, [(4096,), (1,)], F, 8192),
 }
-
-
-def _routes(program, inputs, kernels, monkeypatch):
-    monkeypatch.setattr(batched_loops, "ENABLED", False)
-    iterations = fuzz_paths.run_on_path(program, inputs, kernels, False, (DeviceMemoryError,))
-    monkeypatch.setattr(batched_loops, "ENABLED", True)
-    general = fuzz_paths.run_on_path(program, inputs, kernels, True, (DeviceMemoryError,))
-    before = batched_loops.counts["batched"]
-    batched = fuzz_paths.run_on_path(program, inputs, kernels, False, (DeviceMemoryError,))
-    return general, iterations, batched, batched_loops.counts["batched"] - before
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
