@@ -21,6 +21,9 @@ when compilation raises).  Hook points and why each is needed are described in
   an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
   autograd's runtime wrapper copies back into the input.
 * ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
+* ``ComputedBuffer.make_loader``: a buffer that reads nothing (a fill) made
+  inside a ``spyre_hint`` block is loaded, not inlined into its readers, so the
+  hint's loop runs it (``hinted_fills.py``).
 * ``lowerings[spyre_rules.name_dims]``: ``name_tensor_dims`` inside compiled code
   records dim names on a buffer (``named_dims.py``).
 * SDPA decomposed into matmuls, mask and softmax; Inductor's attention fusion
@@ -56,7 +59,8 @@ from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
-    attention, concat, host_steps, matmul, named_dims, pre_scheduling, precision_casts, scan,
+    attention, concat, hinted_fills, host_steps, matmul, named_dims, pre_scheduling,
+    precision_casts, scan,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -244,6 +248,7 @@ def spyre_rules_context() -> Iterator[None]:
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(scan.scan_lowerings())
         stack.enter_context(named_dims.name_dims_lowerings())
+        stack.enter_context(hinted_fills.hinted_fills_kept())
         stack.enter_context(attention.explicit_attention_kept())
         stack.enter_context(precision_casts.lossy_casts_kept())
         stack.enter_context(_cpu_codegen_registered())

@@ -3,6 +3,8 @@
 Runs inside ``GraphLowering._update_scheduler`` (patched by the context), in this
 order:
 
+0. ``drop_dead_ops``    -- remove the ops nothing reads (fills Inductor inlined into
+   their readers), as the Scheduler would, before anything plans them;
 1. ``check_supported``  -- refuse (name + reason) what we cannot lower; under a
    host plan (fallback='eager') ``host_steps.partition`` instead: ops without a
    Spyre lowering become host steps (``host_step_layouts`` gives the outputs
@@ -27,6 +29,7 @@ from typing import Any
 
 from torch._inductor import ir
 
+from spyre_rules.backend.dead_ops import drop_dead_ops
 from spyre_rules.backend.host_steps import (
     active_plan,
     host_step_layouts,
@@ -140,6 +143,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     state = graph_state(graph)
     if state.prepared:
         return
+    drop_dead_ops(graph, state.regions)
     plan = active_plan()
     if plan is None:
         check_supported(graph)

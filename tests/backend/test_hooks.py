@@ -26,6 +26,7 @@ def _snapshot():
         "update_scheduler": GraphLowering.__dict__["_update_scheduler"],
         "simplify": SizeVarAllocator.__dict__["_simplify_loops_impl"],
         "large_inner_fn": ir.Loops.__dict__["has_large_inner_fn"],
+        "make_loader": ir.ComputedBuffer.__dict__["make_loader"],
         "mm": L.lowerings[aten.mm.default],
         "addmm": L.lowerings[aten.addmm.default],
         "cpu": codegen_common.device_codegens["cpu"],
@@ -41,6 +42,7 @@ def test_hook_points_exist_in_installed_torch():
     assert callable(GraphLowering._update_scheduler)
     assert callable(SizeVarAllocator._simplify_loops_impl)
     assert callable(ir.Loops.has_large_inner_fn)
+    assert "make_loader" in vars(ir.ComputedBuffer)  # inlines buffers that read nothing
     assert hasattr(inductor_config, "_post_fusion_custom_pass")
     assert callable(codegen_common.register_backend_for_device)
     assert callable(dynamo_common.aot_autograd)  # compile_fx calls it through the module
@@ -62,6 +64,7 @@ def test_context_installs_and_restores_everything():
         assert inside["cumsum"] is not before["cumsum"]
         assert inside["aot_autograd"] is not before["aot_autograd"]
         assert ir.Loops.has_large_inner_fn(None) is True
+        assert inside["make_loader"] is not before["make_loader"]
     assert _snapshot() == before
 
 

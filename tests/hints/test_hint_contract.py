@@ -105,3 +105,52 @@ def test_a_name_lost_through_a_reshape_says_where():
         "(aten ops: mul.Tensor, reshape.default), reading dim 1 of arg0_1: it reads it through "
         "4*d1 + floor(d2/64), an index that is not the dim itself (a view, reshape or offset slice "
         "keeps no name)")
+
+
+def _planned_and_run(f, x, tmp_path):
+    """(op, levels) of plan.json and the loop counts of the program that ran."""
+    import json
+
+    with config.patch(dump_dir=str(tmp_path)):
+        compiled = run_spyre(f, x)
+    torch.testing.assert_close(compiled.output, f(x), rtol=0, atol=0)
+    (plan,) = tmp_path.glob("**/plan.json")
+    return [(o["op"], o["levels"]) for o in json.loads(plan.read_text())["ops"]], _loops(compiled)
+
+
+def test_a_fill_inside_a_hint_runs_in_the_hint_loop(tmp_path):
+    """torch.full / full_like inside spyre_hint(slices={"M": 4}, named_dims=["M", "K"]), read
+    by an add outside: Inductor inlines a buffer that reads nothing into its readers, so the
+    fill's planned level ran nowhere (plan.json recorded [[0, 4]], the program had no loop).
+    A fill made in a hint block stays its own op and runs in the loop of 4."""
+    declare_tensor_dim("M", 256)
+    declare_tensor_dim("K", 64)
+    x = torch.randn(256, 64, dtype=torch.float16)
+    fills = {
+        "full": lambda t: torch.full(t.shape, 0.5, dtype=t.dtype),
+        "full_like": lambda t: torch.full_like(t, 0.5),
+    }
+    for make in fills.values():
+        def f(t, make=make):
+            with spyre_hint(slices={"M": 4}, named_dims=["M", "K"]):
+                bias = make(t)
+            return t + bias
+
+        planned, loops = _planned_and_run(f, x, tmp_path / make.__name__ / str(id(make)))
+        assert planned == [("buf0", [[0, 4]]), ("buf1", [])]
+        assert loops == [4]
+
+
+def test_a_dead_fill_gets_no_plan_record(tmp_path):
+    """Outside a hint the fill is still inlined into the add (no buffer, no kernel); the op
+    left dead is dropped before planning, so automatic tiling plans and records only the
+    add, the op that runs (it recorded a level for the fill too)."""
+    x = torch.randn(256, 64, dtype=torch.float16)
+
+    def f(t):
+        return t + torch.full(t.shape, 0.5, dtype=t.dtype)
+
+    with config.patch(max_span_bytes=4096, ignore_span_overflow_hints=False):
+        planned, loops = _planned_and_run(f, x, tmp_path)
+    assert planned == [("buf1", [[0, 8]])]
+    assert loops == [8]

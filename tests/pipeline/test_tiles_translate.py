@@ -32,14 +32,16 @@ def test_wrapping_read_gets_a_split_by_whole_repeats(unroll):
 
 def test_value_computed_from_a_tiled_index_is_refused_by_the_planner():
     """x + arange(2048) in fp32 at 4 KiB: the op computes its values from its index, so no
-    split translates; the planner refuses the op (it used to plan one and codegen refused)."""
+    split translates; the planner refuses the op (it used to plan one and codegen refused).
+    The arange reads nothing, so Inductor inlines it into the add: the refusal names the add,
+    the op that runs (it named the dead iota buffer before dead ops were dropped)."""
     x = torch.randn(2048)
     cause = auto_refusal(lambda t: t + torch.arange(2048, dtype=t.dtype), x,
                          max_span_bytes=4096, sencores=1)
     assert find_cause(cause, TileTranslationError) is None
     assert str(cause) == (
-        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: prims.iota.default): "
+        "spyre_rules cannot compile this graph: Cannot auto-tile buf4 (aten ops: add.Tensor): "
         "no combined split among host dims [0] keeps every span within 4096 bytes after trying 6 "
-        "combinations (the last: the tiles of buf0 under split {0: 64} are not rigid translations "
+        "combinations (the last: the tiles of buf4 under split {0: 64} are not rigid translations "
         "of the first tile (a split through part of a stick, a wrapping access or a dim the op "
         "computes a value from))")

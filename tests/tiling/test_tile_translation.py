@@ -255,6 +255,14 @@ def test_r1_partial_stick_split_is_refused_when_hints_are_assigned(unroll):
 
 
 def iota_added(x):
+    # Made outside the block, the arange (it reads nothing) is inlined into the hinted add,
+    # which then computes a value from its index along the tiled dim.
+    iota = torch.arange(2048, dtype=x.dtype)
+    with spyre_hint(slices={"A": 2}):
+        return x + iota
+
+
+def iota_made_in_the_hint(x):
     with spyre_hint(slices={"A": 2}):
         return x + torch.arange(2048, dtype=x.dtype)
 
@@ -268,6 +276,21 @@ def test_manual_hint_on_a_dim_the_op_computes_values_from_is_a_hint_error():
         "buf4 (aten ops: add.Tensor): spyre_hint(slices={'A': 2}) cannot be tiled: it "
         "computes a value from its index along a tiled dim (an iota or a mask), which every "
         "tile would restart at 0; leave that dim untiled")
+
+
+def test_an_arange_made_inside_the_hint_is_its_own_op_and_the_add_tiles():
+    """Made inside the block, the arange stays its own op (backend/hinted_fills.py): it
+    carries no dim named A (it reads nothing), so it runs whole before the loop, and the
+    add reads its tiles like any buffer's: two tiles, equal to eager."""
+    from spyre_rules.hints import declare_tensor_dim, name_tensor_dims
+
+    declare_tensor_dim("A", 2048)
+    x = name_tensor_dims(torch.randn(2048), ["A"])
+    compiled = run_spyre(iota_made_in_the_hint, x)
+    _assert_equal(compiled.output, iota_made_in_the_hint(x))
+    loops = [(k.name, item.count) for k in compiled.kernels for item in k.specs
+             if isinstance(item, LoopSpec)]
+    assert [(name.split("_")[1], int(count)) for name, count in loops] == [("add", 2)]
 
 
 def test_r1_partial_stick_split_is_refused_by_codegen_without_hints():

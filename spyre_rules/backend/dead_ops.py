@@ -1,0 +1,56 @@
+"""Drop the ops nothing reads before anything plans them.
+
+Inductor inlines a ComputedBuffer that reads nothing (a fill: ``torch.full``,
+``zeros``, ``arange``) into each of its readers, so the buffer itself is dead and
+the Scheduler's dead-node elimination drops it.  Our passes run before the
+Scheduler: left in ``graph.operations`` such an op was planned (automatic tiling
+gave ``x + torch.full(...)``'s fill a level) and its record went to ``plan.json``,
+a plan the program never ran.  The seam therefore removes, as the Scheduler would,
+every computed buffer that no live op reads, that is no graph output and that no
+op mutates.  A fill inside a ``spyre_hint`` block is not inlined in the first place
+(``hinted_fills.py``), so the hint's loop runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch._inductor import ir
+
+__all__ = ["drop_dead_ops"]
+
+
+def _droppable(op: Any, regions: dict[str, str]) -> bool:
+    # Only a plain Pointwise/Reduction buffer with its own storage: a region of a
+    # concatenation is read through the concatenation's name, others have effects.
+    return (
+        isinstance(op, ir.ComputedBuffer)
+        and isinstance(op.data, (ir.Pointwise, ir.Reduction))
+        and not isinstance(op.layout, (ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE))
+        and op.get_name() not in regions
+    )
+
+
+def _reads(op: Any) -> set[str]:
+    if isinstance(op, ir.ComputedBuffer):
+        return set(op.get_read_names())  # its loader's buffers; caches nothing on the op
+    # An extern kernel is a Buffer too, whose get_read_names is its own name: its
+    # dependencies are what the Scheduler orders it by.
+    return {dep.name for dep in op.get_read_writes().reads}
+
+
+def drop_dead_ops(graph: Any, regions: dict[str, str]) -> list[str]:
+    """Remove dead computed buffers from ``graph.operations``; their names, in graph order."""
+    live = set(graph.get_output_names()) | set(graph.mutated_buffers)
+    dead: list[Any] = []
+    for op in reversed(graph.operations):
+        if op.get_name() not in live and _droppable(op, regions):
+            dead.append(op)
+            continue
+        live.update(_reads(op))
+    if dead:
+        gone = {id(op) for op in dead}
+        graph.operations[:] = [op for op in graph.operations if id(op) not in gone]
+        graph.removed_operations.update(op.get_operation_name() for op in dead)
+        graph.removed_buffers.update(op.get_name() for op in dead)
+    return [op.get_name() for op in reversed(dead)]
