@@ -49,6 +49,18 @@ class Hint:
     first: int  # first op index in the block
     last: int  # last op index (inclusive)
     slices: dict[str, int]
+    #: ``spyre_hint(named_dims=...)``: names the dims of the block's ops (no slices: no loop)
+    named_dims: tuple[str | None, ...] | None = None
+
+    def source(self) -> str:
+        args = [f"slices={self.slices!r}"] if self.slices else []
+        if self.named_dims is not None:
+            args.append(f"named_dims={list(self.named_dims)!r}")
+        return f"spyre_hint({', '.join(args)})"
+
+    def text(self) -> str:
+        names = "" if self.named_dims is None else "named" + "".join(n or "_" for n in self.named_dims)
+        return f"[{self.first}..{self.last}]{self.slices if self.slices else ''}{names}"
 
 
 @dataclasses.dataclass
@@ -67,6 +79,9 @@ class Program:
     #: output var -> "bits" (equal to eager bit for bit) or "share" (at most
     #: ``fuzz_numerics.SHARE`` of its elements differ): outputs that read only inputs
     exact: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: dim names a hint slices after an op of its block lost them (``fuzz_lost_names``):
+    #: the hinted variants must refuse with a HintError saying where each was lost
+    lost: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -82,7 +97,7 @@ class Program:
         for i, op in enumerate(self.ops):
             for h in blocks:
                 if h.first == i:
-                    lines.append("    " * depth + f"with spyre_hint(slices={h.slices!r}):")
+                    lines.append("    " * depth + f"with {h.source()}:")
                     depth += 1
                     open_blocks.append(h)
             lines.append("    " * depth + f"{op.out.var} = {op.expr}")
@@ -103,7 +118,7 @@ class Program:
         """The program in one line (for failure reports)."""
         parts = [f"{v.var}:{list(v.shape)}{''.join(n or '_' for n in v.names)}" for v in self.inputs]
         body = "; ".join(f"{op.out.var}={op.expr}" for op in self.ops)
-        hints = " ".join(f"[{h.first}..{h.last}]{h.slices}" for h in self.hints)
+        hints = " ".join(h.text() for h in self.hints)
         return f"{self.dtype} {' '.join(parts)} | {body} | hints {hints}"
 
     def functions_source(self) -> str:

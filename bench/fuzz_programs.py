@@ -14,7 +14,9 @@ check must measure the same accesses: also a failure), then a table of outcome
 counts per variant and, last, the share of automatically tiled programs that
 compiled with every access within the span limit (``--overflows`` prints each
 span-check warning).  Exit code 1 if any program is wrong, stops at run
-time or crashes; clean refusals are counted, not failures.
+time, crashes or is ``unexpected`` (a hint slicing a name an op lost --
+``fuzz_lost_names`` -- must be refused with a HintError saying where the name was
+lost); clean refusals are counted, not failures.
 
 ``--replay SEED:INDEX [--variant V]`` prints a standalone script for that
 program (one variant, default every variant in turn) and runs it through the
@@ -74,7 +76,7 @@ def fuzz(seed: int, count: int, variants: tuple[str, ...], one_variant: bool = F
 
 def summary_lines(counts: dict[str, collections.Counter]) -> list[str]:
     """Six lines: a header, one row per variant, the total."""
-    head = f"{'variant':<8}" + "".join(f"{o:>9}" for o in fuzz_run.OUTCOMES) + f"{'failures':>10}"
+    head = f"{'variant':<8}" + "".join(f"{o:>11}" for o in fuzz_run.OUTCOMES) + f"{'failures':>10}"
     rows = [head]
     total: collections.Counter = collections.Counter()
     for variant in VARIANTS:
@@ -87,7 +89,7 @@ def summary_lines(counts: dict[str, collections.Counter]) -> list[str]:
 
 def _row(label: str, c: collections.Counter) -> str:
     failures = sum(c[o] for o in fuzz_run.FAILURES)
-    return f"{label:<8}" + "".join(f"{c[o]:>9}" for o in fuzz_run.OUTCOMES) + f"{failures:>10}"
+    return f"{label:<8}" + "".join(f"{c[o]:>11}" for o in fuzz_run.OUTCOMES) + f"{failures:>10}"
 
 
 def failure_line(program, result) -> str:

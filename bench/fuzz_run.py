@@ -21,7 +21,11 @@ ended, so an exception is attributed to its phase exactly:
   (any ``SpyreRulesError``, e.g. ``DeviceMemoryError``, ``LoopAddressError``, or
   the executor's ``DeviceOverflowError``/``StickifyError``/``ExprEvalError``),
   otherwise a *crash*;
-* anything before the backend (Dynamo tracing) is a crash of the harness.
+* anything before the backend (Dynamo tracing) is a crash of the harness;
+* a program whose hint slices a name an op lost (``Program.lost``,
+  ``fuzz_lost_names``): in the hinted variants the expected outcome is a clean
+  refusal, a ``HintError`` that says where the name was lost; compiling, or a
+  refusal of that name that does not say where, is *unexpected* (a failure).
 
 Comparison with eager (``f_plain`` at the program's dtype, which rounds every op
 exactly as the executor does: half precision computed in float32 and rounded
@@ -77,6 +81,7 @@ from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
 import fuzz_paths  # noqa: E402
 from fuzz_gen import Program  # noqa: E402
+from fuzz_lost_names import verdict  # noqa: E402
 from fuzz_numerics import SHARE  # noqa: E402
 
 # Dynamo measures every new guard set's latency after a cache flush (tens of ms per
@@ -85,8 +90,8 @@ torch._dynamo.guards.profile_guard_manager = lambda *args: 0.0
 
 __all__ = ["Result", "run_variant", "variant_settings", "standalone_source", "OUTCOMES"]
 
-OUTCOMES = ("equal", "wrong", "refused", "runtime", "crash")
-FAILURES = ("wrong", "runtime", "crash")
+OUTCOMES = ("equal", "wrong", "refused", "runtime", "crash", "unexpected")
+FAILURES = ("wrong", "runtime", "crash", "unexpected")
 CLEAN_REFUSALS = (Unsupported, BackendCompileError, HintError, CoarseTileError)
 RUNTIME_ERRORS = (SpyreRulesError, DeviceOverflowError, StickifyError, ExprEvalError)
 
@@ -259,20 +264,28 @@ def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
                 message = fuzz_paths.compare_paths(
                     compiled, inputs, fuzz_paths.kernels_since(before), RUNTIME_ERRORS)
     except Exception as exc:  # noqa: BLE001 - every outcome is classified below
-        return _classify(variant, phase, exc)
+        return _classify(variant, phase, exc, program.lost if hinted else [])
     if phase["state"] == "trace":
         return Result(variant, "crash", "the backend was never called", "")
+    if hinted and program.lost:
+        return Result(variant, "unexpected", f"compiled, although a hint slices the dim(s) "
+                      f"{program.lost} its op lost: expected a HintError saying where")
     if message is None:
         return Result(variant, "equal")
     return Result(variant, "wrong", message)
 
 
-def _classify(variant: str, phase: dict, exc: BaseException) -> Result:
+def _classify(variant: str, phase: dict, exc: BaseException, lost: list[str]) -> Result:
+    """``lost``: the names a hint of this variant slices after an op lost them: the
+    refusal must say where (``fuzz_lost_names.verdict``), else it is ``unexpected``."""
     if phase["state"] == "compile":
         root = phase["exc"] or exc
         ours = find_cause(root, SpyreRulesError) or root
         cls = type(ours).__name__
         if isinstance(ours, CLEAN_REFUSALS):
+            problem = verdict(cls, " ".join(str(ours).split()), lost)
+            if problem is not None:
+                return Result(variant, "unexpected", f"{problem}: {_error_text(ours)}", cls)
             return Result(variant, "refused", _error_text(ours), cls)
         return Result(variant, "crash", f"at compile time: {cls}: {_error_text(ours)}", cls)
     if phase["state"] == "run":

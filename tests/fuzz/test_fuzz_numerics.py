@@ -33,7 +33,8 @@ def test_the_suite_set_has_every_precision_form():
     shapes = {v.shape for p in _claimed("bits") for v in p.inputs}
     assert {(), (1,)} <= shapes
     assert sum(1 for _ in _claimed("share")) >= 5
-    halves = {p.inputs[-1].dtype for p in _claimed("share")}
+    halves = {op.out.dtype for p in _claimed("share") for op in p.ops
+              if p.exact.get(op.out.var) == "share"}
     assert halves == {"float16", "bfloat16"}
 
 
@@ -84,7 +85,8 @@ def test_a_share_output_takes_one_percent_and_rejects_a_double_rounding_share():
 def test_claims_follow_tuple_outputs():
     # a var_mean output flattens to two tensors before the claimed one
     program = next(p for p in (generate(SEED, i) for i in range(COUNT))
-                   if p.exact and "var_mean" in p.op_text() and len(p.outputs) > 1)
+                   if p.exact and "var_mean" in p.op_text() and len(p.outputs) > 1
+                   and not p.lost)  # a lost-name op's output comes after the claimed one
     ns = fuzz_run._namespace(program)
     inputs = fuzz_run.make_inputs(program, named=False)
     expected = ns["f_plain"](*inputs)

@@ -220,7 +220,7 @@ def test_summary_is_six_lines_with_every_outcome():
     lines = fuzz_programs.summary_lines(counts)
     assert len(lines) == 6
     assert lines[0].split() == ["variant", *fuzz_run.OUTCOMES, "failures"]
-    assert lines[-1].split() == ["total", "8", "0", "4", "0", "0", "0"]
+    assert lines[-1].split() == ["total", "8", "0", "4", "0", "0", "0", "0"]
 
 
 def test_a_hint_error_is_a_clean_refusal():
@@ -230,6 +230,53 @@ def test_a_hint_error_is_a_clean_refusal():
     program.hints = [Hint(0, 0, {"ZZ": 2})]
     result = fuzz_run.run_variant(program, "manual")
     assert (result.outcome, result.error) == ("refused", "HintError"), result
+
+
+def _lost_name_programs():
+    return [p for p in (generate(SEED, i) for i in range(COUNT)) if p.lost]
+
+
+def test_lost_hint_names_are_generated_in_every_form():
+    """fuzz_lost_names: a slice or a reshape of a dim named by name_tensor_dims or by
+    spyre_hint(named_dims=...), alone in a block slicing that name."""
+    programs = _lost_name_programs()
+    forms = collections.Counter()
+    for p in programs:
+        (name,) = p.lost
+        block = p.hints[-1]
+        assert list(block.slices) == [name] and block.first == block.last == len(p.ops) - 1
+        expr = p.ops[-1].expr
+        forms["slice" if "[" in expr else "reshape"] += 1
+        forms["named_dims" if p.hints[-2:][0].named_dims else "input"] += 1
+    assert {k for k, n in forms.items() if n} == {"slice", "reshape", "named_dims", "input"}, forms
+
+
+def test_a_lost_hint_name_is_an_expected_refusal_that_says_where():
+    program = next(p for p in _lost_name_programs() if "[" in p.ops[-1].expr)
+    (name,) = program.lost
+    for variant in ("manual", "mixed"):
+        result = fuzz_run.run_variant(program, variant)
+        assert (result.outcome, result.error) == ("refused", "HintError"), result
+        assert f"matches no dim named {name!r}" in result.message
+        assert f"the name {name!r} was lost at " in result.message
+    assert fuzz_run.run_variant(program, "untiled").outcome == "equal"
+
+
+def test_a_lost_name_refusal_that_does_not_say_where_or_a_compile_is_unexpected():
+    from fuzz_lost_names import verdict
+
+    said = ("spyre_hint(slices={'C': 2}) matches no dim named 'C' on its ops ['buf1']; name the "
+            "input dims with name_tensor_dims or spyre_hint(named_dims=...)")
+    assert verdict("HintError", said, ["C"]) == (
+        "the refusal of the lost name 'C' does not say where it was lost")
+    assert verdict("HintError", said + "; the name 'C' was lost at buf1 (...)", ["C"]) is None
+    assert verdict("HintError", said, ["D"]) is None  # another hint refused first
+    assert verdict("BackendCompileError", said, ["C"]) is None
+    # a program that compiles although its hint's name was lost is a failure
+    program = _single_pointwise_program()
+    program.lost = ["A"]
+    result = fuzz_run.run_variant(program, "manual")
+    assert result.outcome == "unexpected" and result.outcome in fuzz_run.FAILURES, result
 
 
 @pytest.mark.parametrize("key", [(1203, 1160), (1202, 1941), (1202, 4697)])
