@@ -10,9 +10,11 @@ and mixed (hints + automatic) -- with ``torch.compile(backend=...)`` and
 Output: one line per failure (``FAIL seed:index variant outcome error: message``
 followed by the program on one line), one ``DISAGREE`` line per span-check warning
 of an op whose decision says no span exceeds the limit (the planner and the span
-check must measure the same accesses: also a failure), then a table of outcome
-counts per variant and, last, the share of automatically tiled programs that
-compiled with every access within the span limit (``--overflows`` prints each
+check must measure the same accesses: also a failure), one ``UNRUN`` line per plan
+record with levels of an op no kernel of the compiled program writes (``plan.json``
+must show only plans the program runs, ``bench/fuzz_plans.py``: also a failure), then a
+table of outcome counts per variant and, last, the share of automatically tiled programs
+that compiled with every access within the span limit (``--overflows`` prints each
 span-check warning).  Exit code 1 if any program is wrong, stops at run
 time, crashes or is ``unexpected`` (a hint slicing a name an op lost --
 ``fuzz_lost_names`` -- must be refused with a HintError saying where the name was
@@ -120,6 +122,11 @@ def disagreement_line(program, result, warning: str) -> str:
             f"says fits: {warning} || {program.op_text()}")
 
 
+def unrun_line(program, result, line: str) -> str:
+    return (f"UNRUN {program.key} {result.variant}: a recorded plan the program does not run: "
+            f"{line} || {program.op_text()}")
+
+
 def replay(key: str, variants: tuple[str, ...], check_paths: bool = False) -> int:
     seed, index = (int(p) for p in key.split(":"))
     program = generate(seed, index)
@@ -188,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         for warning in result.silent_overflows:
             failures += 1
             print(disagreement_line(program, result, warning), flush=True)
+        for line in result.unrun_plans:
+            failures += 1
+            spans["unrun"] += 1
+            print(unrun_line(program, result, line), flush=True)
 
     start = time.perf_counter()
     try:
@@ -202,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in summary_lines(counts):
         print(line)
     print(span_line(spans))
+    print(f"{spans['unrun']} plan record(s) with levels of an op no kernel of the compiled "
+          "program writes")
     return 1 if failures or skipped else 0
 
 

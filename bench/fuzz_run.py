@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -80,6 +81,7 @@ from spyre_rules.hints import (  # noqa: E402
 from spyre_rules.passes.coarse_tile import CoarseTileError  # noqa: E402
 
 import fuzz_paths  # noqa: E402
+import fuzz_plans  # noqa: E402
 from fuzz_gen import Program  # noqa: E402
 from fuzz_lost_names import verdict  # noqa: E402
 from fuzz_numerics import SHARE  # noqa: E402
@@ -104,6 +106,9 @@ class Result:
     error: str = ""  # exception class (refusal, run-time error, crash)
     #: the span check's warnings of the run (a user hint may overflow: it wins, the check warns)
     span_warnings: tuple[str, ...] = ()
+    #: plan records with levels of an op no kernel of the compiled program writes
+    #: (``fuzz_plans``: every recorded plan must be one the program runs)
+    unrun_plans: tuple[str, ...] = ()
 
     @property
     def silent_overflows(self) -> tuple[str, ...]:
@@ -214,9 +219,10 @@ def run_variant(program: Program, variant: str, check_paths: bool = False) -> Re
     which must agree byte for byte (a difference is a wrong result of one of them).
     The span check's warnings become the result's ``span_warnings``; any other
     warning passes through."""
-    with warnings.catch_warnings(record=True) as seen:
+    with warnings.catch_warnings(record=True) as seen, \
+            tempfile.TemporaryDirectory(prefix="spyre-fuzz-") as dump:
         warnings.simplefilter("always")
-        result = _run_variant(program, variant, check_paths)
+        result = _run_variant(program, variant, check_paths, dump)
     span = (SpanOverflowWarning, IndirectReadSpanWarning)
     for w in seen:
         if not issubclass(w.category, span):
@@ -225,7 +231,7 @@ def run_variant(program: Program, variant: str, check_paths: bool = False) -> Re
         str(w.message) for w in seen if issubclass(w.category, span)))
 
 
-def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
+def _run_variant(program: Program, variant: str, check_paths: bool, dump: str) -> Result:
     hinted = variant in ("manual", "mixed")
     ns = _namespace(program)
     fn = ns["f_hinted" if hinted else "f_plain"]
@@ -254,7 +260,7 @@ def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
         # that checks custom-op aliasing on every torch op; each program runs once, and
         # the executor's many small ops would pay that check (a third of the run time).
         # It only warns and never changes a value.
-        with torch.no_grad(), config.patch(**variant_settings(program, variant)), \
+        with torch.no_grad(), config.patch(**variant_settings(program, variant), dump_dir=dump), \
                 torch._functorch.config.patch(check_custom_op_aliasing=False):
             compiled = torch.compile(fn, backend=backend, dynamic=False)
             before = fuzz_paths.newest_kernel_serial()
@@ -270,9 +276,10 @@ def _run_variant(program: Program, variant: str, check_paths: bool) -> Result:
     if hinted and program.lost:
         return Result(variant, "unexpected", f"compiled, although a hint slices the dim(s) "
                       f"{program.lost} its op lost: expected a HintError saying where")
+    unrun = fuzz_plans.unrun_plans(dump, fuzz_paths.kernels_since(before))
     if message is None:
-        return Result(variant, "equal")
-    return Result(variant, "wrong", message)
+        return Result(variant, "equal", unrun_plans=unrun)
+    return Result(variant, "wrong", message, unrun_plans=unrun)
 
 
 def _classify(variant: str, phase: dict, exc: BaseException, lost: list[str]) -> Result:

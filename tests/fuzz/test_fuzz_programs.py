@@ -56,6 +56,9 @@ def test_fuzzed_programs_match_eager():
         # every case: the decision and the span check agree (bench/fuzz_programs.py)
         failures.extend(fuzz_programs.disagreement_line(program, result, w)
                         for w in result.silent_overflows)
+        # every case: plan.json records only plans the program runs (bench/fuzz_plans.py)
+        failures.extend(fuzz_programs.unrun_line(program, result, line)
+                        for line in result.unrun_plans)
 
     counts = fuzz_programs.fuzz(SEED, COUNT, VARIANTS, one_variant=True, on_result=collect,
                                 check_paths=True)
@@ -230,6 +233,28 @@ def test_a_hint_error_is_a_clean_refusal():
     program.hints = [Hint(0, 0, {"ZZ": 2})]
     result = fuzz_run.run_variant(program, "manual")
     assert (result.outcome, result.error) == ("refused", "HintError"), result
+
+
+def test_every_recorded_plan_is_one_the_program_runs(tmp_path):
+    """fuzz 2912:24 (var() of a hinted chain): Inductor's Welford reduction has three
+    outputs (mean, m2, count) and var reads only m2; the other two are dead, yet were
+    planned and recorded with levels ([[0, 64]]) that no kernel ran.  Dead ops are
+    dropped before planning now; the fuzzer checks every compiled case for it."""
+    from fuzz_plans import unrun_plans
+
+    program = generate(2912, 24)
+    assert "t1.var()" in program.op_text()
+    for variant in ("manual", "auto"):
+        result = fuzz_run.run_variant(program, variant)
+        assert (result.outcome, result.unrun_plans) == ("equal", ()), result
+    # the check itself: a record with levels and no kernel writing its op
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "plan.json").write_text(
+        '{"ops": [{"op": "buf0", "description": "buf0 (aten ops: full.default)", '
+        '"levels": [[0, 4]], "decision": "user hint"}, {"op": "buf1", "levels": []}]}')
+    assert unrun_plans(tmp_path, []) == (
+        "buf0 (aten ops: full.default) has the recorded levels [[0, 4]] (user hint) but no "
+        "kernel writes it",)
 
 
 def _lost_name_programs():
