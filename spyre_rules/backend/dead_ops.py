@@ -19,6 +19,8 @@ from torch._inductor import ir
 
 __all__ = ["drop_dead_ops"]
 
+_DROPPED_ATTR = "_spyre_rules_dropped_ops"
+
 
 def _droppable(op: Any, regions: dict[str, str]) -> bool:
     # Only a plain Pointwise/Reduction buffer with its own storage: a region of a
@@ -53,4 +55,25 @@ def drop_dead_ops(graph: Any, regions: dict[str, str]) -> list[str]:
         graph.operations[:] = [op for op in graph.operations if id(op) not in gone]
         graph.removed_operations.update(op.get_operation_name() for op in dead)
         graph.removed_buffers.update(op.get_name() for op in dead)
+        _numbering_kept(graph, len(dead))
     return [op.get_name() for op in reversed(dead)]
+
+
+def _numbering_kept(graph: Any, dropped: int) -> None:
+    """Inductor names a new op ``op{len(graph.operations)}``: with ``dropped`` ops gone, an
+    op our passes add later (a restickify, a tile copy) took a live op's name (fuzz
+    2912:1550, ``(x * 2 - y).permute(1, 0) * 2).var()``: the restickify became a second
+    ``op5`` and the Scheduler's ancestors lookup failed).  Later ops are named past every
+    op the graph ever had, as GraphLowering.register_operation would have named them."""
+    skip = dropped + getattr(graph, _DROPPED_ATTR, 0)
+    setattr(graph, _DROPPED_ATTR, skip)
+
+    def register_operation(op: Any) -> str:
+        assert op.operation_name is None, f"Operation registered twice: {op}"
+        name = graph.qualify_name(f"op{len(graph.operations) + skip}")
+        graph.operations.append(op)
+        graph.name_to_op[name] = op
+        op.operation_name = name
+        return name
+
+    graph.register_operation = register_operation

@@ -150,7 +150,17 @@ class SearchEvaluation:
             "groups": list(ordered),
             "unshrunk": "; ".join(dict.fromkeys(_access_text(c) for g in fixed for c in g.spans)),
             "refusals": "; ".join(self.legality(op, g.dim).refusals(g.dim) for g in fixed),
+            "gathered": "; ".join(dict.fromkeys(_access_text(c) for g in ordered for c in g.spans
+                                                if _gathered_rows(c))),
         }
+
+
+def _gathered_rows(cand: Any) -> bool:
+    """The candidate's coordinate is driven by an indirect symbol (a gathered row)."""
+    from torch._inductor.dependencies import is_indirect
+
+    coord = getattr(cand, "coord", None)
+    return coord is not None and any(is_indirect(str(s)) for s in coord.symbols)
 
 
 def _access_text(cand: Any) -> str:

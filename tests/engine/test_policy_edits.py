@@ -64,8 +64,10 @@ def test_change_the_cost_order(policy):
 
 def test_drop_the_gathered_read_validation(policy):
     """x[i] on a (4000, 128) fp16 table at 128 KiB: its rows alone span 512000 bytes in
-    every tile, so gathered_reads_fit refuses every split; without it the planner
-    would accept a split that leaves the gathered read over the limit."""
+    every tile, so the search refuses it (the gathered_rows candidates,
+    unshrinkable_gathered_read) and gathered_reads_fit would refuse every split;
+    without them the planner would accept a split that leaves the gathered read over
+    the limit."""
     ops = capture("gather_rows", lambda x, i: x[i], torch.randn(4000, 128, dtype=FP16),
                   torch.tensor([1, 3, 5, 0]))
     before = decisions(ops, max_span_bytes=131072)["buf0"]
@@ -78,6 +80,27 @@ def test_drop_the_gathered_read_validation(policy):
         if not c.is_stick and c.symbols != {}
         if c.span_elems is unknown or c.span_elems > 1)
     because "a gathered read of {op} still exceeds {config.max_span_bytes} bytes with split {tile}";
+''', ""), (
+        '''  gathered_rows:
+    for r in indirect_reads(op)
+    for c in read_coords(op, r, tile)
+    if not c.is_stick
+    if not (c.symbols subset (output_symbols(op) | reduction_symbols(op)))
+    if c.span_bytes is known
+    if c.span_elems is known and c.span_elems > 1  # one value only picks a base address
+    if c.span_bytes > config.max_span_bytes
+    for s in output_symbols(op)
+    let d = output_dim(op, s)
+    if d is known
+    emit Candidate {
+      host_dim: d, span_bytes: c.span_bytes, coord: c,
+      reason: "gathered rows of {r.buffer} (any index may pick any row)", source: "gathered:{r.buffer}",
+    };
+''', ""), (
+        '''  reject unshrinkable_gathered_read
+    when any(not (c.coord.symbols subset (output_symbols(op) | reduction_symbols(op)))
+             for g in groups for c in g.spans)
+    because "Cannot auto-tile {what}: no split brings its gathered read under the limit of {config.max_span_bytes} bytes ({gathered})";
 ''', "")]})
     after = decisions(ops, max_span_bytes=131072)["buf0"]
     assert after.decision == "plan" and after.plan.splits == ((1, 2),)

@@ -349,3 +349,13 @@ def test_no_decision_says_nothing_overflows_while_the_span_check_flags_its_op():
     fuzz_programs.fuzz(29, 40, ("auto",), on_result=collect)
     assert compiled >= 15  # the check has programs to look at (19 since the precision and reduction streams)
     assert not silent, "\n".join(silent)
+
+
+@pytest.mark.parametrize("index", [517, 1056, 1991])
+def test_gathered_rows_over_the_limit_are_refused_not_silent(index):
+    # campaign seed 2912 (auto): an index_select / embedding whose gathered rows alone overflow
+    # had the decision "no span exceeds the limit" while the span check flagged that read
+    result = fuzz_run.run_variant(generate(2912, index), "auto")
+    assert (result.outcome, result.error, result.silent_overflows) == (
+        "refused", "BackendCompileError", ()), result
+    assert "no split brings its gathered read under the limit" in result.message

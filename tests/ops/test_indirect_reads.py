@@ -143,7 +143,8 @@ def test_embedding_table_is_tiled_along_the_hidden_dim_and_checked():
 
 
 def test_a_table_whose_rows_alone_overflow_is_refused_by_name():
-    """(4000, 128) fp16 at 128 KiB: all 4000 rows span 512000 bytes in any tile."""
+    """(4000, 128) fp16 at 128 KiB: all 4000 rows span 512000 bytes in any tile: refused
+    naming that read before any split is tried."""
     from spyre_rules.ir.errors import BackendCompileError, find_cause
 
     ids, w = randint(0, 4000, 1, 8), randn(4000, 128, dtype=torch.float16)
@@ -154,5 +155,5 @@ def test_a_table_whose_rows_alone_overflow_is_refused_by_name():
     assert error is not None, info.value
     assert str(error) == (
         "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: embedding.default): "
-        "no combined split among host dims [2] keeps every span within 131072 bytes after trying "
-        "1 combination (the last: a gathered read of buf0 still exceeds 131072 bytes with split {2: 2})")
+        "no split brings its gathered read under the limit of 131072 bytes (gathered rows of arg1_1 "
+        "(any index may pick any row): device dim 1 (tmp0) spans 512000 bytes)")

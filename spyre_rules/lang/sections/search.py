@@ -26,6 +26,8 @@ DECISION_BINDINGS = {
     "unshrunk": "str",
     # per such dim, the legality guard or each failing requirement with the counts it refused
     "refusals": "str",
+    # the accesses of candidates whose coordinate an indirect symbol drives (gathered rows)
+    "gathered": "str",
 }
 EXHAUSTED_BINDINGS = {
     "dims": "list[int]",
