@@ -85,16 +85,23 @@ class ElementArrangement(enum.IntEnum):
 
 @dataclasses.dataclass(frozen=True)
 class DTypeInfo:
-    """Host dtype facts; span math uses the *host* itemsize, not the device width."""
+    """Host dtype facts.  ``itemsize`` is the bytes one element occupies in device
+    memory (128 / elements per stick: a bool is one 2-byte fp16 value, an int64 one
+    4-byte int32), what span arithmetic multiplies by -- the span check measures
+    the same bytes (docs/layout_model.md §1.2); ``host_itemsize`` is the host's."""
 
     name: str
-    itemsize: int
+    host_itemsize: int
     device_dtype: DataFormat
     elems_per_stick: int
 
+    @property
+    def itemsize(self) -> int:
+        return BYTES_IN_STICK // self.elems_per_stick
 
-def _info(name: str, itemsize: int, df: DataFormat) -> DTypeInfo:
-    return DTypeInfo(name, itemsize, df, df.elems_per_stick)
+
+def _info(name: str, host_itemsize: int, df: DataFormat) -> DTypeInfo:
+    return DTypeInfo(name, host_itemsize, df, df.elems_per_stick)
 
 
 _DTYPES: dict[str, DTypeInfo] = {

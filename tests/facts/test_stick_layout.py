@@ -37,23 +37,25 @@ def raises(message: str):
 
 
 @pytest.mark.parametrize(
-    "dtype, itemsize, device_dtype, eps",
+    "dtype, span_itemsize, device_dtype, eps",
     [
         (torch.float16, 2, DataFormat.SEN169_FP16, 64),
         (torch.bfloat16, 2, DataFormat.SEN169_FP16, 64),
-        (torch.bool, 1, DataFormat.SEN169_FP16, 64),
+        (torch.bool, 2, DataFormat.SEN169_FP16, 64),
         (torch.float32, 4, DataFormat.IEEE_FP32, 32),
         (torch.int32, 4, DataFormat.IEEE_INT32, 32),
-        (torch.int64, 8, DataFormat.IEEE_INT32, 32),
+        (torch.int64, 4, DataFormat.IEEE_INT32, 32),
         (torch.float8_e4m3fn, 1, DataFormat.SEN143_FP8, 128),
     ],
 )
-def test_dtype_table(dtype, itemsize, device_dtype, eps):
+def test_dtype_table(dtype, span_itemsize, device_dtype, eps):
     name = str(dtype).removeprefix("torch.")
-    expected = DTypeInfo(name, itemsize, device_dtype, eps)
+    expected = DTypeInfo(name, dtype.itemsize, device_dtype, eps)
     assert dtype_info(dtype) == expected
     assert dtype_info(name) == expected
-    assert dtype_info(dtype).itemsize == dtype.itemsize  # the host itemsize
+    # spans count the bytes an element occupies in device memory, as the span check does
+    assert dtype_info(dtype).itemsize == span_itemsize == 128 // eps
+    assert dtype_info(dtype).host_itemsize == dtype.itemsize
     assert device_dtype.elems_per_stick == eps
 
 
