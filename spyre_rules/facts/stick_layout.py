@@ -85,7 +85,11 @@ class ElementArrangement(enum.IntEnum):
 
 @dataclasses.dataclass(frozen=True)
 class DTypeInfo:
-    """Host dtype facts; span math uses the *host* itemsize, not the device width."""
+    """Host dtype facts.  ``itemsize`` is what span arithmetic multiplies by: the bytes one
+    element occupies in device memory (``128 / elems_per_stick``), the span check's own
+    measure (``program.op_spec.element_bytes``).  It is not always the host width: a
+    ``bool`` is a 2-byte SEN169_FP16 value, an ``int64`` a 4-byte IEEE_INT32 value; the host
+    widths (1 and 8) under- and over-stated their spans twice over."""
 
     name: str
     itemsize: int
@@ -100,10 +104,10 @@ def _info(name: str, itemsize: int, df: DataFormat) -> DTypeInfo:
 _DTYPES: dict[str, DTypeInfo] = {
     "float16": _info("float16", 2, DataFormat.SEN169_FP16),
     "bfloat16": _info("bfloat16", 2, DataFormat.SEN169_FP16),
-    "bool": _info("bool", 1, DataFormat.SEN169_FP16),
+    "bool": _info("bool", 2, DataFormat.SEN169_FP16),
     "float32": _info("float32", 4, DataFormat.IEEE_FP32),
     "int32": _info("int32", 4, DataFormat.IEEE_INT32),
-    "int64": _info("int64", 8, DataFormat.IEEE_INT32),
+    "int64": _info("int64", 4, DataFormat.IEEE_INT32),
     "float8_e4m3fn": _info("float8_e4m3fn", 1, DataFormat.SEN143_FP8),
 }
 

@@ -11,6 +11,7 @@ import sympy
 import torch
 
 from spyre_rules.errors import LayoutError
+from spyre_rules.program.op_spec import element_bytes
 from spyre_rules.facts.stick_layout import (
     BYTES_IN_STICK,
     DataFormat,
@@ -41,10 +42,10 @@ def raises(message: str):
     [
         (torch.float16, 2, DataFormat.SEN169_FP16, 64),
         (torch.bfloat16, 2, DataFormat.SEN169_FP16, 64),
-        (torch.bool, 1, DataFormat.SEN169_FP16, 64),
+        (torch.bool, 2, DataFormat.SEN169_FP16, 64),
         (torch.float32, 4, DataFormat.IEEE_FP32, 32),
         (torch.int32, 4, DataFormat.IEEE_INT32, 32),
-        (torch.int64, 8, DataFormat.IEEE_INT32, 32),
+        (torch.int64, 4, DataFormat.IEEE_INT32, 32),
         (torch.float8_e4m3fn, 1, DataFormat.SEN143_FP8, 128),
     ],
 )
@@ -53,7 +54,8 @@ def test_dtype_table(dtype, itemsize, device_dtype, eps):
     expected = DTypeInfo(name, itemsize, device_dtype, eps)
     assert dtype_info(dtype) == expected
     assert dtype_info(name) == expected
-    assert dtype_info(dtype).itemsize == dtype.itemsize  # the host itemsize
+    # the bytes of one element in device memory, the span check's measure
+    assert dtype_info(dtype).itemsize == element_bytes(device_dtype) == 128 // eps
     assert device_dtype.elems_per_stick == eps
 
 
