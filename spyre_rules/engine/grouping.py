@@ -44,7 +44,8 @@ from spyre_rules.engine.values import Carry, Level, NameLog, NamesSoFar, Run, Ti
 from spyre_rules.facts import memo
 from spyre_rules.facts import op_facts as facts
 
-__all__ = ["SPEC", "HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups"]
+__all__ = ["SPEC", "HINT_ID_BASE", "GroupingOutcome", "compile_grouping", "decide_groups",
+           "write_positions"]
 
 #: First synthetic hint id (docs/layout_model.md §5.1: hint ids from 10000): an id
 #: convention shared with coarse tiling, kept clear of user hint ids -- not policy.
@@ -62,6 +63,9 @@ class GroupingOutcome:
     decisions: dict[str, OpDecision]     # op name -> planner decision (ops whose plan was read)
     hints: dict[str, tuple[AutoHint, ...]] = dataclasses.field(default_factory=dict)
     # op name -> its levels in its group (the hints the applying pass stamps)
+    hoisted: dict[str, str] = dataclasses.field(default_factory=dict)
+    # op name -> the op it runs before (rule `hoist`: the first member of the run it
+    # is independent of); the applying pass moves it there in the graph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,18 +121,32 @@ def carry(op: Any, tiled: dict[str, _Member], loop: list[Level]) -> Carry | None
 
 
 class _Grouper:
-    def __init__(self, ev: Evaluator, hinted: frozenset) -> None:
+    """One stream of ops with at most one open run.  The main stream visits every op;
+    ops that rules ``hoist`` (independent of its open run) go to its side stream,
+    whose groups run before the run's loop.  Both record into one outcome
+    (``root``: groups, hints, decisions, closed auto-tiled ops, hint ids)."""
+
+    def __init__(self, ev: Evaluator, hinted: frozenset, written: dict[str, int],
+                 root: "_Grouper | None" = None) -> None:
         self.ev = ev
         self.hinted = hinted
-        self.auto_tiled = NameLog()
+        self.written = written  # buffer name -> graph position of its last write
+        self.root = self if root is None else root
         self.members: list[_Member] = []
         self.member_names = NameLog()
         self.tiled: dict[str, _Member] = {}  # the run's tiled members by name, in run order
         self.axes = RunAxes()  # the open run's loop indices (engine/run_axes.py)
-        self.groups: list[TileGroup] = []
-        self.hints: dict[str, tuple[AutoHint, ...]] = {}
-        self.next_id = HINT_ID_BASE
-        self.decisions: dict[str, OpDecision] = {}
+        self.side: _Grouper | None = None  # the hoisted ops' stream (main stream only)
+        if root is None:
+            self.auto_tiled = NameLog()
+            self.groups: list[TileGroup] = []
+            self.hints: dict[str, tuple[AutoHint, ...]] = {}
+            self.next_id = HINT_ID_BASE
+            self.decisions: dict[str, OpDecision] = {}
+            self.hoisted: dict[str, str] = {}  # hoisted op -> the op it runs before
+        else:
+            self.auto_tiled, self.groups, self.hints = root.auto_tiled, root.groups, root.hints
+            self.decisions, self.hoisted = root.decisions, root.hoisted
         # The values rules see, rebuilt only when the run changes; the sets in them are
         # views of append-only logs (NamesSoFar), made in O(1): a frozenset of the
         # run's members / every auto-tiled op, copied per visit, made grouping
@@ -201,8 +219,9 @@ class _Grouper:
         for m in members:
             self.ev.veto(m.op, _tiling(m.levels or []), f"grouping rule `{m.rule}`")
         shared = _tiled(members)[0].levels or []
-        ids = list(range(self.next_id, self.next_id + len(shared)))
-        self.next_id += len(shared)
+        root = self.root
+        ids = list(range(root.next_id, root.next_id + len(shared)))
+        root.next_id += len(shared)
         for m in members:
             self.hints[m.op.get_name()] = _hints(m.op, m.levels, shared, ids)
             if not m.levels or not all(lv.is_reduction for lv in m.levels):
@@ -218,7 +237,33 @@ class _Grouper:
                                      [GroupLevel(i, sympy.Integer(lv.split), red)
                                       for i, lv, red in zip(ids, shared, reduction)]))
 
+    def independent(self, op: Any) -> bool:
+        """Whether ``op`` may run before the open run's loop: it mutates nothing and
+        every buffer it must follow (``order_dependencies``: its reads, the buffer a
+        concatenation region writes into) was written before the run's first member
+        (graph positions: ops the grouping does not visit, host steps, count too) or
+        is hoisted.  False in the side stream and with no run."""
+        if self.root is not self or not self.members:
+            return False
+        needs = facts.order_dependencies(op)
+        start = self.written.get(self.members[0].op.get_name())
+        if needs is None or start is None:
+            return False
+        return all(name in self.hoisted or self.written.get(name, -1) < start for name in needs)
+
+    def hoist(self, op: Any) -> TraceStep:
+        """``op`` runs before the open run's loop, grouped in the side stream."""
+        self.hoisted[op.get_name()] = self.members[0].op.get_name()
+        if self.side is None:
+            self.side = _Grouper(self.ev, self.hinted, self.written, root=self)
+        return self.side.visit(op)
+
+    def close_side(self) -> None:
+        if self.side is not None:
+            self.side.close_run()
+
     def close_run(self) -> None:
+        self.close_side()  # its groups run before this run's loop
         members = self.members
         if members:
             self.members = []
@@ -233,6 +278,10 @@ class _Grouper:
 
     def visit(self, op: Any) -> TraceStep:
         cells: dict[str, Any] = {}
+        independent = self.independent(op)
+        if not independent:
+            # an op after the hoisted ones reads their groups closed (full buffers)
+            self.close_side()
 
         def plan() -> Any:
             if "plan" not in cells:
@@ -253,7 +302,7 @@ class _Grouper:
             return None if found is None else found[0]
 
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
-                          refined=Lazy(refined),
+                          refined=Lazy(refined), independent=independent,
                           # built when a rule reads it (only planned ops reach that rule)
                           auto_tiled_producers=Lazy(self.auto_tiled_value),
                           hinted_producers=self.hinted)
@@ -267,6 +316,11 @@ class _Grouper:
         name = op.get_name()
         if action == "reject":
             raise Unsupported(message or rule.name)
+        if action == "hoist":
+            if not independent:
+                raise Unsupported(f"grouping rule `{rule.name}` hoists {name} before the open "
+                                  "run's loop, but it is not independent of the run")
+            return self.hoist(op)
         if action == "pass":
             self.close_run()
         elif action == "conform":
@@ -340,27 +394,43 @@ def _hints(op: Any, levels: list[Level] | None, shared: list[Level],
     return tuple(hints)
 
 
+def write_positions(operations: Sequence[Any]) -> dict[str, int]:
+    """Buffer name -> position of the last op in ``operations`` that writes it
+    (its own output, or a buffer it mutates)."""
+    written: dict[str, int] = {}
+    for i, op in enumerate(operations):
+        written[op.get_name()] = i
+        for name in getattr(op, "get_mutation_names", lambda: ())():
+            written[name] = i
+    return written
+
+
 def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
-                  trace: list[TraceStep] | None = None) -> GroupingOutcome:
+                  trace: list[TraceStep] | None = None,
+                  graph_operations: Sequence[Any] | None = None) -> GroupingOutcome:
     """Run the grouping section over ``operations`` (graph order); see the module doc.
     Reads the ops, never writes them.
 
     ``trace``, when given, receives every step the grouping evaluator records
     (grouping rules, ``conforms``, the planner decisions it reads), also when
-    grouping raises Unsupported: ``spyre-rules test`` reads it for coverage."""
+    grouping raises Unsupported: ``spyre-rules test`` reads it for coverage.
+    ``graph_operations``: every op of the graph in order (host steps too), which
+    decides what a hoisted op may move past; default ``operations``."""
     # grouping reads the ops, never edits them (the applying pass does); engine/collector.py
     with memo.stable(), existing_objects_frozen():
-        return _decide_groups(operations, max_cores, trace)
+        return _decide_groups(operations, max_cores, trace,
+                              write_positions(operations if graph_operations is None
+                                              else graph_operations))
 
 
 def _decide_groups(operations: Sequence[Any], max_cores: int | None,
-                   trace: list[TraceStep] | None) -> GroupingOutcome:
+                   trace: list[TraceStep] | None, written: dict[str, int]) -> GroupingOutcome:
     ev = evaluator(max_cores)
     if trace is not None:
         ev.trace = trace
     hinted = frozenset(op.get_name() for op in operations
                        if facts.is_computed_buffer(op) and facts.has_user_hints(op))
-    grouper = _Grouper(ev, hinted)
+    grouper = _Grouper(ev, hinted, written)
     actions: dict[str, TraceStep] = {}
     with graph_scope(operations) as graph_of:
         for op in operations:
@@ -368,4 +438,5 @@ def _decide_groups(operations: Sequence[Any], max_cores: int | None,
                 _require_graph(op)
                 actions[op.get_name()] = grouper.visit(op)
         grouper.close_run()
-    return GroupingOutcome(grouper.groups, actions, grouper.decisions, grouper.hints)
+    return GroupingOutcome(grouper.groups, actions, grouper.decisions, grouper.hints,
+                           dict(grouper.hoisted))

@@ -56,6 +56,7 @@ from spyre_rules.facts.op_kind import (
     is_pointwise,
     is_reduction,
     layout,
+    order_dependencies,
     rank,
     read_buffers,
 )
@@ -81,4 +82,4 @@ FACTS = REGISTRY.functions
 SIGNATURES = REGISTRY.signatures
 
 __all__ = ["AUTO_HINT_DIM_NAMES", "BATCH_MATMUL", "FACTS", "REGISTRY", "SIGNATURES", "OpFacts",
-           "clear_cache", "is_auto_hint", "op_facts", *FACTS]
+           "clear_cache", "is_auto_hint", "op_facts", "order_dependencies", *FACTS]

@@ -21,8 +21,10 @@ from spyre_rules.ir.ir_edit import op_description as _op_description
 from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
-           "has_static_layout", "is_batch_matmul", "spans_concat_whole", "is_computed_buffer", "is_pointwise",
-           "is_reduction", "layout", "op_description", "rank", "read_buffers"]
+           "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
+           "spans_concat_whole",
+           "is_reduction", "layout", "op_description", "order_dependencies", "rank",
+           "read_buffers"]
 
 BATCH_MATMUL = "batchmatmul"
 
@@ -115,3 +117,16 @@ def layout(op: Op) -> Layout:
 @fact
 def read_buffers(op: Op) -> frozenset[str]:
     return frozenset(d.name for d in op_facts(op).memory_reads)
+
+
+def order_dependencies(op: Op) -> frozenset[str] | None:
+    """The buffers ``op`` must come after: every buffer it reads (any dependency
+    kind, not only indexed loads; a concatenation lists itself among its inputs'
+    storage, which is not a dependency).  A region of a concatenation writes into
+    storage nothing reads before the concatenation, which comes after its regions.
+    None when its place in the order depends on more than its reads: it mutates a
+    buffer or writes no output of its own (side effects)."""
+    layout = getattr(op, "layout", None)
+    if isinstance(layout, (ir.MutationLayoutSHOULDREMOVE, ir.NoneLayout)) or op.get_mutation_names():
+        return None
+    return frozenset(op.get_read_names()) - {op.get_name()}

@@ -85,29 +85,32 @@ class ElementArrangement(enum.IntEnum):
 
 @dataclasses.dataclass(frozen=True)
 class DTypeInfo:
-    """Host dtype facts.  ``itemsize`` is what span arithmetic multiplies by: the bytes one
-    element occupies in device memory (``128 / elems_per_stick``), the span check's own
-    measure (``program.op_spec.element_bytes``).  It is not always the host width: a
-    ``bool`` is a 2-byte SEN169_FP16 value, an ``int64`` a 4-byte IEEE_INT32 value; the host
-    widths (1 and 8) under- and over-stated their spans twice over."""
+    """Host dtype facts.  ``itemsize`` is the bytes one element occupies in device
+    memory (128 / elements per stick: a bool is one 2-byte fp16 value, an int64 one
+    4-byte int32), what span arithmetic multiplies by -- the span check measures
+    the same bytes (docs/layout_model.md §1.2); ``host_itemsize`` is the host's."""
 
     name: str
-    itemsize: int
+    host_itemsize: int
     device_dtype: DataFormat
     elems_per_stick: int
 
+    @property
+    def itemsize(self) -> int:
+        return BYTES_IN_STICK // self.elems_per_stick
 
-def _info(name: str, itemsize: int, df: DataFormat) -> DTypeInfo:
-    return DTypeInfo(name, itemsize, df, df.elems_per_stick)
+
+def _info(name: str, host_itemsize: int, df: DataFormat) -> DTypeInfo:
+    return DTypeInfo(name, host_itemsize, df, df.elems_per_stick)
 
 
 _DTYPES: dict[str, DTypeInfo] = {
     "float16": _info("float16", 2, DataFormat.SEN169_FP16),
     "bfloat16": _info("bfloat16", 2, DataFormat.SEN169_FP16),
-    "bool": _info("bool", 2, DataFormat.SEN169_FP16),
+    "bool": _info("bool", 1, DataFormat.SEN169_FP16),
     "float32": _info("float32", 4, DataFormat.IEEE_FP32),
     "int32": _info("int32", 4, DataFormat.IEEE_INT32),
-    "int64": _info("int64", 4, DataFormat.IEEE_INT32),
+    "int64": _info("int64", 8, DataFormat.IEEE_INT32),
     "float8_e4m3fn": _info("float8_e4m3fn", 1, DataFormat.SEN143_FP8),
 }
 

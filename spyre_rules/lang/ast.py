@@ -360,7 +360,7 @@ class Decision(Node):
     """``ACTION name [when guard] [because "message"];`` (a first-match rule)."""
     __slots__ = _fields = ("span", "action", "name", "guard", "message")
     span: Span
-    action: Ident  # skip | reject | pass | join | conform | refine | start | single
+    action: Ident  # skip | reject | pass | join | conform | refine | hoist | start | single
     name: Ident
     guard: Expr | None
     message: Str | None

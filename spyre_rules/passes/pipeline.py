@@ -263,13 +263,15 @@ def collect_groups(graph: Any) -> list[Group]:
 
         try:
             with V.set_graph_handler(graph):
-                outcome = decide_groups(operations)
+                outcome = decide_groups(operations, graph_operations=graph.operations)
             _check_user_hints_won(user_groups, untiled, outcome)
         except Unsupported as err:
             _record_refusal(graph, str(err))
             if isinstance(err, UnsupportedGraph):
                 raise
             raise UnsupportedGraph(str(err)) from err
+        hoist_operations(graph, outcome.hoisted)
+        operations = spyre_operations(graph)
         apply_automatic_hints(operations, outcome)
     record_decisions(graph, user_groups, outcome, untiled)
     auto_groups = outcome.groups if outcome is not None else []
@@ -286,6 +288,22 @@ def _records_in_graph_order(graph: Any) -> None:
     reordered = {name: plan[name] for name in order + rest}
     plan.clear()
     plan.update(reordered)
+
+
+def hoist_operations(graph: Any, hoisted: dict[str, str]) -> None:
+    """Move each op the grouping hoisted right before the op it runs before (the
+    first member of the run it is independent of), keeping the hoisted ops' order.
+    The grouping checked that each reads nothing written between the two
+    (``engine/grouping.py``, ``independent``)."""
+    if not hoisted:
+        return
+    ops = list(graph.operations)
+    by_name = {op.get_name(): op for op in ops}
+    for name, before in hoisted.items():
+        op = by_name[name]
+        ops.remove(op)
+        ops.insert(ops.index(by_name[before]), op)
+    graph.operations[:] = ops
 
 
 def coarse_tiling_pass(graph: Any) -> None:

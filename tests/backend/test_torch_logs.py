@@ -29,23 +29,24 @@ with torch.no_grad():
 """
 
 OP_LINES = [
+    # y.sum(-1) reads nothing of the open run (x * 2 + 1 and its row sum): it is hoisted
+    # and runs before the run's loop, in a loop of its own
+    "graph 0/0: buf3 (reduction:sum): plan, levels (1, 10), rule grouping.reduction_opens_run: "
+    "input span overflow for arg1_1",
     "graph 0/0: buf0 (pointwise): plan, levels (1, 10), rule grouping.new_run: "
     "output span overflow",
     "graph 0/0: buf1 (pointwise): plan, levels (1, 10), rule grouping.same_split: "
     "output span overflow",
     "graph 0/0: buf2 (reduction:sum): plan, levels (1, 10), rule grouping.run_tiles_agree: "
     "input span overflow for buf1",
-    "graph 0/0: buf3 (reduction:sum): plan, levels (1, 10), rule grouping.reduction_opens_run: "
-    "input span overflow for arg1_1",
-    # the add of the two row sums reads buf3 tile by tile: it joins the run buf3 opens
+    # the add of the two row sums reads buf2 tile by tile (and buf3's full buffer): it joins
     "graph 0/0: buf4 (pointwise): no plan, levels (1, 10), rule grouping.untiled_reader_to_open_run: "
     "no span exceeds the limit",
 ]
 KERNEL_LINES = [
-    "graph 0/0: kernel sdsc_mul_add_sum_0: span check fits, largest span 8192 of 8192 bytes, "
-    "ops buf0, buf1, buf2",
-    "graph 0/0: kernel sdsc_sum_add_1: span check fits, largest span 8192 of 8192 bytes, "
-    "ops buf3, buf4",
+    "graph 0/0: kernel sdsc_sum_0: span check fits, largest span 8192 of 8192 bytes, ops buf3",
+    "graph 0/0: kernel sdsc_mul_add_sum_1: span check fits, largest span 8192 of 8192 bytes, "
+    "ops buf0, buf1, buf2, buf4",
 ]
 
 
@@ -90,17 +91,17 @@ def test_torch_logs_prints_each_op_decision_and_each_kernel_span_check(tmp_path)
             payload.append(follow[1:])
         artifacts[meta["artifact"]["name"]] = (meta, "\n".join(payload))
     assert sorted(artifacts) == [
-        "spyre_rules_bundle_sdsc_mul_add_sum_0", "spyre_rules_bundle_sdsc_sum_add_1",
+        "spyre_rules_bundle_sdsc_mul_add_sum_1", "spyre_rules_bundle_sdsc_sum_0",
         "spyre_rules_plan", "spyre_rules_wrapper"]
     meta, plan = artifacts["spyre_rules_plan"]
     assert (meta["artifact"]["encoding"], meta["frame_id"], meta["frame_compile_id"]) == (
         "json", 0, 0)
     assert [(op["op"], op["decision"]) for op in json.loads(plan)["ops"]] == [
-        ("buf0", "plan"), ("buf1", "plan"), ("buf2", "plan"), ("buf3", "plan"),
+        ("buf3", "plan"), ("buf0", "plan"), ("buf1", "plan"), ("buf2", "plan"),
         ("buf4", "no plan")]
-    _, bundle = artifacts["spyre_rules_bundle_sdsc_mul_add_sum_0"]
+    _, bundle = artifacts["spyre_rules_bundle_sdsc_mul_add_sum_1"]
     assert "scf.for %i_0 = %c0 to %loop_bound_0 step %c1 {" in bundle
-    assert bundle.count("sdscbundle.sdsc_execute (") == 3
+    assert bundle.count("sdscbundle.sdsc_execute (") == 4
     _, wrapper = artifacts["spyre_rules_wrapper"]
     assert "rules_make_kernel(" in wrapper
 

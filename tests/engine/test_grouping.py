@@ -165,35 +165,37 @@ def _layer_norm(a, r, w, b):
 
 def test_layer_norm_reading_an_auto_tiled_residual_add_shares_its_loop():
     """Every op of the LayerNorm joins the residual add's {0: 4} loop: its reductions and
-    their (untiled-sized) row statistics read the run tile by tile; the weight and bias
-    casts read nothing of the run and run whole in every iteration."""
+    their (untiled-sized) row statistics read the run tile by tile.  The weight and bias
+    casts read nothing computed since the run began: they are hoisted to run once,
+    untiled, before the loop (rule `independent_of_open_run`)."""
     a = torch.randn(128, 32, dtype=FP16)
     ops = capture("layer_norm", _layer_norm, a, a, torch.randn(32, dtype=FP16),
                   torch.randn(32, dtype=FP16))
     with without_hints(ops), config.patch(**{**ON, "max_span_bytes": 4096}):
         outcome = group_operations(ops)
-        invariant = sorted(op.get_name() for op in ops
-                           if all(h.host_dim is None for h in op.dim_hints))
+        untiled = sorted(op.get_name() for op in ops if not getattr(op, "dim_hints", None))
     assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
-        ([f"buf{i}" for i in range(15)], [(10000, sympy.Integer(4), False)])]
+        ([f"buf{i}" for i in range(15) if i not in (10, 12)], [(10000, sympy.Integer(4), False)])]
     assert {n: s.rule for n, s in outcome.actions.items()} == {
         "buf0": "new_run", "buf1": "same_split", "buf2": "run_tiles_agree",
         "buf3": "untiled_reader_to_open_run", "buf4": "run_tiles_agree",
         "buf5": "untiled_reader_to_open_run", "buf6": "same_split",
         "buf7": "untiled_reader_to_open_run", "buf8": "untiled_reader_to_open_run",
-        "buf9": "same_split", "buf10": "untiled_beside_open_run", "buf11": "same_split",
-        "buf12": "untiled_beside_open_run", "buf13": "same_split", "buf14": "same_split"}
-    assert invariant == ["buf10", "buf12"]
+        "buf9": "same_split", "buf10": "no_plan", "buf11": "same_split",
+        "buf12": "no_plan", "buf13": "same_split", "buf14": "same_split"}
+    assert outcome.hoisted == {"buf10": "buf0", "buf12": "buf0"}
+    assert untiled == ["buf10", "buf12"]
 
 
-def test_untiled_ops_after_the_last_tiled_member_stay_out_of_the_loop(x):
-    """c + 1 opens the run; w * 2 needs no split and reads nothing of it: it would join
-    untiled, but nothing tiled follows, so it runs once after the loop."""
+def test_independent_ops_are_hoisted_before_the_loop(x):
+    """c + 1 opens the run; w * 2 reads nothing computed since: it runs once, untiled,
+    before the loop (hoisted), and the run stays open."""
     ops = capture("untiled_tail", lambda a, w: (a + 1, w * 2), x, torch.randn(64, dtype=FP16))
     with without_hints(ops), config.patch(**ON):
         outcome = group_operations(ops)
         assert getattr(by_name(ops, "buf1"), "dim_hints", None) is None
-    assert outcome.actions["buf1"].rule == "untiled_beside_open_run"
+    assert outcome.actions["buf1"].rule == "no_plan"
+    assert outcome.hoisted == {"buf1": "buf0"}
     assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
         (["buf0"], [(10000, sympy.Integer(5), False)])]
 

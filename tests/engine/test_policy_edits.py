@@ -40,15 +40,19 @@ def policy(tmp_path, monkeypatch):
     return use
 
 
-def test_raise_the_auto_split_cap(policy):
-    """(8192, 64) + 1 at 8 KiB needs 128 tiles of host dim 0: over the cap of 64."""
+def test_lower_the_auto_split_cap(policy):
+    """(8192, 64) + 1 at 8 KiB needs 128 tiles of host dim 0: within the shipped cap,
+    over a cap of 64 (the reference's, which unrolled its automatic loops)."""
     ops = capture("rows8192", lambda a: a + 1, torch.randn(8192, 64, dtype=FP16))
     before = decisions(ops, max_span_bytes=8192)["buf0"]
-    assert before.decision == "unsupported"
-    policy({"limits.rules": [("const AUTO_SPLIT_CAP = 64;", "const AUTO_SPLIT_CAP = 256;")]})
+    assert before.plan.splits == ((0, 128),)
+    assert_span_safe(ops[0], before.plan, 8192)
+    policy({"limits.rules": [("const AUTO_SPLIT_CAP = 16384;", "const AUTO_SPLIT_CAP = 64;")]})
     after = decisions(ops, max_span_bytes=8192)["buf0"]
-    assert after.plan.splits == ((0, 128),)
-    assert_span_safe(ops[0], after.plan, 8192)
+    assert after.reason == (
+        "Cannot auto-tile buf0 (aten ops: add.Tensor): no combined split among host dims [0] "
+        "keeps every span within 8192 bytes after trying 6 combinations (the last: an output "
+        "span of buf0 still exceeds 8192 bytes with split {0: 64})")
 
 
 def test_change_the_cost_order(policy):

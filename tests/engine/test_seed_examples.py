@@ -31,6 +31,7 @@ from spyre_rules.ir.dim_hint import AutomaticDimHint
 from helpers import (
     FP16, assert_span_safe, by_name, capture, capture_without_running, span_problems,
 )
+from test_policy_edits import policy  # noqa: F401  (the edited-policy fixture)
 
 MiB = 1 << 20
 LIMIT = 256 * MiB
@@ -318,13 +319,14 @@ def huge():
                                    torch.randn(1, 1, 1, 64, dtype=FP16))
 
 
-def test_6_layout_model_6_4_is_unsupported_under_single_division(huge):
-    """layout_model §6.4.  Candidates: host 1 (2^43 bytes, needs 2^15) and host 2
-    (2^31, needs 8); legal splits of both are 1..64 (the auto cap), 49 combinations.
-    The reference accepts (64, 8) only by dividing twice.  Dividing once, the
-    per-tile buffer [64, 512, 1, 4096, 64] still spans 2^34 bytes on dim 0 for
-    (64, 8), and every combination leaves some span over 256 MiB -- so the policy
+def test_6_layout_model_6_4_is_unsupported_under_single_division(huge, policy):
+    """layout_model §6.4 under the reference's cap of 64.  Candidates: host 1 (2^43
+    bytes, needs 2^15) and host 2 (2^31, needs 8); legal splits of both are 1..64,
+    49 combinations.  The reference accepts (64, 8) only by dividing twice.  Dividing
+    once, the per-tile buffer [64, 512, 1, 4096, 64] still spans 2^34 bytes on dim 0
+    for (64, 8), and every combination leaves some span over 256 MiB -- so the policy
     raises Unsupported rather than emit an unsafe plan."""
+    policy({"limits.rules": [("const AUTO_SPLIT_CAP = 16384;", "const AUTO_SPLIT_CAP = 64;")]})
     d = decide(huge, max_span_bytes=LIMIT, sencores=1)
     assert d.reason == (
         "Cannot auto-tile buf0 (aten ops: add.Tensor, expand.default): no combined split among "
@@ -332,6 +334,15 @@ def test_6_layout_model_6_4_is_unsupported_under_single_division(huge):
         f"(the last: an output span of buf0 still exceeds {LIMIT} bytes with split {{1: 64, 2: 64}})")
     assert [(s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         (1, 2**43), (2, 2**31)]
+
+
+def test_6_plans_under_the_shipped_cap(huge):
+    """With the shipped cap (a compact counted loop costs the same for any trip count)
+    the §6.4 example plans: 4096 tiles of host 1 and 8 of host 2, the cheapest split
+    whose per-tile spans and whole-buffer writes all fit 256 MiB."""
+    d = decide(huge, max_span_bytes=LIMIT, sencores=1)
+    assert d.plan.splits == ((1, 4096), (2, 8))
+    assert_span_safe(huge[0], d.plan, LIMIT)
 
 
 def test_6_full_buffer_and_per_tile_views_differ(huge):
@@ -352,25 +363,25 @@ def test_6_full_buffer_and_per_tile_views_differ(huge):
 def test_7_output_stick_alignment_rejects_every_split():
     """(8192, 49159) + 1: device [769, 8192, 64]; the overflowing coordinate is the
     stick tile count of host dim 1 (the within-stick dim).  49159 = 11 * 41 * 109:
-    11 and 41 leave tiles that are not whole sticks, the other divisors are over the
-    cap (docs/layout_model.md §6.5 lists only 11, 4469, 49159: 41 and 109 are divisors too).
-    Only 1 is legal."""
+    every divisor up to 4469 leaves tiles that are not whole sticks (49159 is odd), 49159
+    is over the cap (docs/layout_model.md §6.5 lists only 11, 4469, 49159: 41 and 109 are
+    divisors too).  Only 1 is legal."""
     ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
     d = decide(ops)
     legal = next(s for s in d.trace if s.section == "legality")
     assert legal.values["legal"] == [1]
     assert legal.values["rejected"] == [
-        "11: output_sticks_whole", "41: output_sticks_whole", "109: auto_split_cap",
-        "451: auto_split_cap", "1199: auto_split_cap", "4469: auto_split_cap",
+        "11: output_sticks_whole", "41: output_sticks_whole", "109: output_sticks_whole",
+        "451: output_sticks_whole", "1199: output_sticks_whole", "4469: output_sticks_whole",
         "49159: auto_split_cap"]
     # the refusal names the op's aten ops, the access and each failing requirement
     # with the split counts it refused
     assert d.reason == (
         "Cannot auto-tile buf0 (aten ops: add.Tensor): no legal split of host dims [1] brings its "
         "access under the limit of 268435456 bytes (output span overflow: device dim 0 "
-        "(floor(d1/64)) spans 806354944 bytes); host dim 1: splits 11, 41 fail output_sticks_whole "
-        "(splitting host dim 1 of buf0 11 ways would cut its sticks); splits 109, 451, 1199, 4469, "
-        "49159 fail auto_split_cap (automatic split counts are capped at 64)")
+        "(floor(d1/64)) spans 806354944 bytes); host dim 1: splits 11, 41, 109, 451, 1199, 4469 fail "
+        "output_sticks_whole (splitting host dim 1 of buf0 11 ways would cut its sticks); split "
+        "49159 fails auto_split_cap (automatic split counts are capped at 16384)")
 
 
 def test_7_input_stick_alignment():

@@ -11,7 +11,6 @@ import sympy
 import torch
 
 from spyre_rules.errors import LayoutError
-from spyre_rules.program.op_spec import element_bytes
 from spyre_rules.facts.stick_layout import (
     BYTES_IN_STICK,
     DataFormat,
@@ -38,7 +37,7 @@ def raises(message: str):
 
 
 @pytest.mark.parametrize(
-    "dtype, itemsize, device_dtype, eps",
+    "dtype, span_itemsize, device_dtype, eps",
     [
         (torch.float16, 2, DataFormat.SEN169_FP16, 64),
         (torch.bfloat16, 2, DataFormat.SEN169_FP16, 64),
@@ -49,13 +48,14 @@ def raises(message: str):
         (torch.float8_e4m3fn, 1, DataFormat.SEN143_FP8, 128),
     ],
 )
-def test_dtype_table(dtype, itemsize, device_dtype, eps):
+def test_dtype_table(dtype, span_itemsize, device_dtype, eps):
     name = str(dtype).removeprefix("torch.")
-    expected = DTypeInfo(name, itemsize, device_dtype, eps)
+    expected = DTypeInfo(name, dtype.itemsize, device_dtype, eps)
     assert dtype_info(dtype) == expected
     assert dtype_info(name) == expected
-    # the bytes of one element in device memory, the span check's measure
-    assert dtype_info(dtype).itemsize == element_bytes(device_dtype) == 128 // eps
+    # spans count the bytes an element occupies in device memory, as the span check does
+    assert dtype_info(dtype).itemsize == span_itemsize == 128 // eps
+    assert dtype_info(dtype).host_itemsize == dtype.itemsize
     assert device_dtype.elems_per_stick == eps
 
 

@@ -223,23 +223,26 @@ def residual_rms_norm(x, r, w):
 
 
 NORM_LOOPS = {
-    residual_layer_norm: [(4, ["add", "copy", "convert_element_type", "sum", "getitem", "sum",
-                               "getitem", "sub", "add", "rsqrt", "mul", "mul", "mul", "add",
-                               "add", "convert_element_type"])],
-    residual_rms_norm: [(4, ["add", "copy", "convert_element_type", "pow", "sum", "mean", "add",
-                             "rsqrt", "mul", "mul", "mul", "convert_element_type"])],
+    # the weight and bias casts read nothing of the loop: hoisted, they run once before it
+    residual_layer_norm: [["mul"], ["add"],
+                          [(4, ["add", "copy", "convert_element_type", "sum", "getitem", "sum",
+                                "getitem", "sub", "add", "rsqrt", "mul", "mul", "add",
+                                "convert_element_type"])]],
+    residual_rms_norm: [["mul"],
+                        [(4, ["add", "copy", "convert_element_type", "pow", "sum", "mean", "add",
+                              "rsqrt", "mul", "mul", "convert_element_type"])]],
 }
 
 
 @pytest.mark.parametrize("norm", list(NORM_LOOPS), ids=lambda f: f.__name__)
 def test_norm_reading_an_auto_tiled_residual_add_shares_its_loop(norm):
     """x + r on (128, 32) fp16 at 4 KiB needs 4 tiles; the norm's reductions read the
-    add's tile in the same iteration, and its output equals eager (and the untiled
-    program, bit for bit)."""
+    add's tile in the same iteration (its weight casts run before the loop), and its
+    output equals eager (and the untiled program, bit for bit)."""
     args = [h(128, 32), h(128, 32, seed=1), h(32, seed=2), h(32, seed=3)][:4 if norm is
                                                                         residual_layer_norm else 3]
     run = run_auto(norm, *args, max_span_bytes=4096)
-    assert [shape(p) for p in run.programs] == [NORM_LOOPS[norm]]
+    assert [shape(p) for p in run.programs] == NORM_LOOPS[norm]
     assert [v for s in run.op_specs() for v in span_violations(s, 4096)] == []
     assert_close(run.output, norm(*args))
     untiled = run_auto(norm, *args, max_span_bytes=4096, ignore_span_overflow_hints=True,
@@ -248,25 +251,25 @@ def test_norm_reading_an_auto_tiled_residual_add_shares_its_loop(norm):
 
 
 def prime_row_sum(x):
-    # (127, 128) fp32 at 8 KiB: the read over the 127 reduced rows spans 16,256 bytes and
-    # 127 (prime) has no split under the automatic cap: the planner refuses the graph
+    # (16411, 128) fp32 at 8 KiB: the read over the 16411 reduced rows overflows and
+    # 16411 (prime) has no split under the automatic cap: the planner refuses the graph
     return x.sum(dim=0)
 
 
 REFUSAL = ("Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split brings its read under the "
            "limit of 8192 bytes (reduction-controlled input span for arg0_1: device dim 1 (d1) spans "
-           "16256 bytes); host dim 1: split 127 fails auto_split_cap (automatic split counts are "
-           "capped at 64)")
+           "2100608 bytes); host dim 1: split 16411 fails auto_split_cap (automatic split counts are "
+           "capped at 16384)")
 
 
 def test_refused_graph_is_a_compile_error_under_fallback_error():
     with pytest.raises(Exception) as info:
-        run_auto(prime_row_sum, torch.randn(127, 128))
+        run_auto(prime_row_sum, torch.randn(16411, 128))
     assert f"spyre_rules cannot compile this graph: {REFUSAL}" in str(info.value)
 
 
 def test_refused_graph_warns_and_runs_eagerly_under_fallback_eager():
-    x = torch.randn(127, 128)
+    x = torch.randn(16411, 128)
     with pytest.warns(UserWarning) as warned:
         run = run_auto(prime_row_sum, x, fallback="eager")
     messages = [str(w.message) for w in warned if "spyre_rules" in str(w.message)]
@@ -292,10 +295,28 @@ def test_refused_graph_still_writes_plan_json(tmp_path):
     import json
 
     with pytest.warns(UserWarning, match="Cannot auto-tile buf0"):
-        run_auto(prime_row_sum, torch.randn(127, 128), fallback="eager", dump_dir=str(tmp_path))
+        run_auto(prime_row_sum, torch.randn(16411, 128), fallback="eager", dump_dir=str(tmp_path))
     plan = json.loads((tmp_path / "graph_0" / "plan.json").read_text())
     ops = {r["op"]: r for r in plan["ops"]}
     assert list(ops) == ["buf0"]
     assert (ops["buf0"]["decision"], ops["buf0"]["levels"], ops["buf0"]["graph_error"],
             ops["buf0"]["reason"]) == ("unsupported", [], REFUSAL, REFUSAL)
     assert sorted(p.name for p in (tmp_path / "graph_0").iterdir()) == ["plan.json", "wrapper.py"]
+
+
+def _independent_between(x, w):
+    y = x + 1           # opens the run
+    z = torch.exp(w) * 2  # reads nothing of it: hoisted with its own loop
+    return y, y * z, z + 3
+
+
+def test_ops_independent_of_the_open_run_are_hoisted_before_its_loop():
+    """exp(w) * 2 sits between x + 1 and y * z in graph order and reads nothing of the
+    run: it runs before the loop in a loop of its own (so does z + 3, which reads
+    only it), and x + 1 and y * z share one loop.  Each result equals eager."""
+    x, w = h(256, 64), h(256, 64, seed=1)
+    run = run_auto(_independent_between, x, w, max_span_bytes=4096, span_check="error")
+    assert [shape(p) for p in run.programs] == [
+        [(8, ["exp", "mul"])], [(8, ["add"])], [(8, ["add", "copy", "mul"])]]
+    for got, want in zip(run.output, _independent_between(x, w)):
+        assert torch.equal(got, want)

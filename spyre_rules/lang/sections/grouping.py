@@ -9,7 +9,8 @@ from spyre_rules.lang import ast as A
 from spyre_rules.lang.sections.spec import SectionSpec
 
 SPEC = SectionSpec(
-    "grouping", (A.LetItem, A.Decision), ("pass", "join", "conform", "refine", "start", "single", "reject"),
+    "grouping", (A.LetItem, A.Decision), ("pass", "join", "conform", "refine", "hoist", "start", "single", "reject"),
     {"op": "Op", "plan": "Plan?", "run": "Run", "auto_tiled_producers": "set[str]",
-     "hinted_producers": "set[str]", "carried": "Carry?", "refined": "Refine?"},
+     "hinted_producers": "set[str]", "carried": "Carry?", "refined": "Refine?",
+     "independent": "bool"},
     first_match=True)
