@@ -39,9 +39,10 @@ def test_shipped_configs_hold_the_published_numbers():
 
 
 def test_shipped_config_text_fits(capsys):
-    """Llama-3-8B's real dims and vocabulary, one layer, a short sequence: every
-    access fits 256 MiB, the 1 GB embedding table's gathered read too: the planner
-    splits the hidden dim 4 ways (64 sticks x 128256 rows x 128 bytes -> 250.5 MiB)."""
+    """Llama-3-8B's real dims and vocabulary, one layer and the LM head, a short
+    sequence: every access fits 256 MiB, the 1 GB embedding table's gathered read too:
+    the planner splits the hidden dim 4 ways (64 sticks x 128256 rows x 128 bytes ->
+    250.5 MiB); the LM head's restickified weight and its matmul share a 4 x 4 loop."""
     assert main(["plan", "Llama-3-8B", "--seq", "64", "--layers", "1"]) == 0
     captured = capsys.readouterr()
     out = captured.out.splitlines()
@@ -49,8 +50,9 @@ def test_shipped_config_text_fits(capsys):
                       "268435456 bytes (256.0 MiB), automatic tiling on, nothing executed")
     (embedding,) = [line for line in out if line.startswith("  buf0 ")]
     assert embedding.split()[2] == "plan" and "(2,4)" in embedding and "250.5 fits" in embedding
-    assert "span check: 121 ops checked, 0 over the limit, 0 indirect reads deferred " \
+    assert "span check: 123 ops checked, 0 over the limit, 0 indirect reads deferred " \
            "(not enforced)" in out
+    assert "  g1.0: tiles [4, 4], buf123, buf114" in out
     assert not any(line.startswith("deferred indirect reads") for line in out)
     assert out[-1] == "OK: every access fits"
     assert "building Llama-3-8B on the meta device" in captured.err  # progress on stderr

@@ -59,7 +59,7 @@ def load_config(model: str) -> tuple[str, dict[str, Any]]:
 
 def _build(data: dict[str, Any], layers: int | None, dtype: Any) -> Any:
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     fields = {k: v for k, v in data.items() if k != "model_type"}
     if layers is not None:
@@ -70,8 +70,9 @@ def _build(data: dict[str, Any], layers: int | None, dtype: Any) -> Any:
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"transformers refuses the config: {exc}") from None
     # On the meta device parameters are shapes only: no memory, no weight init cost.
+    # The causal-LM head too: its vocabulary-sized matmul and logits are planned.
     with torch.device("meta"):
-        return AutoModel.from_config(config, dtype=dtype).eval()
+        return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
 
 
 class Progress:
@@ -202,9 +203,12 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
         return _find_error(exc)
     finally:
         torch._dynamo.reset()
-    hidden = getattr(out, "last_hidden_state", None)
-    if hidden is not None and hidden.device.type != "meta":
-        return f"the compiled model returned a {hidden.device} tensor, not a meta one"
+    logits = getattr(out, "logits", None)
+    if logits is None or logits.device.type != "meta":
+        return f"the compiled model returned {type(logits).__name__} logits, not a meta tensor"
+    vocab = int(getattr(net.config, "vocab_size", 0))
+    if tuple(logits.shape) != (batch, seq, vocab):
+        return f"the compiled model returned logits of shape {tuple(logits.shape)}, not {(batch, seq, vocab)}"
     return None
 
 

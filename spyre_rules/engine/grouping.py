@@ -239,10 +239,9 @@ class _Grouper:
 
     def independent(self, op: Any) -> bool:
         """Whether ``op`` may run before the open run's loop: it mutates nothing and
-        every buffer it must follow (``order_dependencies``: its reads, the buffer a
-        concatenation region writes into) was written before the run's first member
-        (graph positions: ops the grouping does not visit, host steps, count too) or
-        is hoisted.  False in the side stream and with no run."""
+        every buffer it reads (``order_dependencies``) was last written before the
+        run's first member (graph positions: ops the grouping does not visit, host
+        steps, count too) or is hoisted.  False in the side stream and with no run."""
         if self.root is not self or not self.members:
             return False
         needs = facts.order_dependencies(op)
