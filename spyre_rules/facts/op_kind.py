@@ -41,7 +41,7 @@ def is_computed_buffer(op: Op) -> bool:
 
 @fact
 def has_fixed_tiled_layout(op: Op) -> bool:
-    return isinstance(effective_layout(op), FixedTiledLayout)
+    return isinstance(getattr(op, "layout", None), FixedTiledLayout)
 
 
 @fact
