@@ -11,7 +11,13 @@ therefore has no Spyre lowering:
   mask added (float) or applied (bool, causal), softmax, a fully masked row set
   to 0 as eager does, ``@ v``; fp16 is computed in fp32 and cast back, as the
   fused kernel accumulates.  What reaches lowering is matmuls, pointwise ops
-  and reductions.
+  and reductions.  ``_math_attention`` writes that path out op for op (the
+  ATen trace), except that its two products are ``spyre_rules.batchmatmul``
+  over the real ``[N, H]`` batch: ATen's ``matmul`` merges it into a 3-D
+  ``bmm`` whose ``[N*H, L, S]`` scores have the generic stick layout of a 3-D
+  tensor, heads inside each query row, so one query row of every head is a
+  single span and no split of heads or query blocks keeps a softmax read small
+  (issue 33); the 4-D scores keep heads outermost, as explicit attention's do.
 * Inductor's joint-graph pattern matcher (``fx_passes/fuse_attention.py``)
   rewrites hand-written ``softmax(q @ k^T / s) @ v`` into that kernel.  For our
   backend the rewrite buys nothing and would turn an explicit program into one
@@ -22,6 +28,7 @@ therefore has no Spyre lowering:
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -42,13 +49,72 @@ def attention_decompositions() -> dict[Any, Any]:
     from torch._decomp import decomposition_table
 
     op = aten._scaled_dot_product_flash_attention_for_cpu.default
-    math = decomposition_table[op]
+    reference = decomposition_table[op]
 
-    def flash_attention_for_cpu_as_math(query: Any, *args: Any, **kwargs: Any) -> Any:
-        output, *rest = math(query, *args, **kwargs)
-        return (_in_memory_order_of(query, output), *rest)
+    def flash_attention_for_cpu_as_math(query: Any, key: Any, value: Any, dropout_p: float = 0.0,
+                                        is_causal: bool = False, *, attn_mask: Any = None,
+                                        scale: float | None = None) -> Any:
+        if dropout_p != 0.0 or query.dim() != 4 or key.dim() != 4 or value.dim() != 4 \
+                or query.size(1) % key.size(1) or query.size(1) % value.size(1):
+            # ATen's own checks raise with its messages
+            return reference(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)
+        output, attn = _math_attention(query, key, value, is_causal, attn_mask, scale)
+        return _in_memory_order_of(query, output), attn
 
     return {op: flash_attention_for_cpu_as_math}
+
+
+def _math_attention(query: Any, key: Any, value: Any, is_causal: bool, attn_mask: Any,
+                    scale: float | None) -> tuple[Any, Any]:
+    """``aten._scaled_dot_product_attention_math`` as ATen traces it, products kept 4-D."""
+    from spyre_rules.backend.batch_matmul import batchmatmul
+
+    origin = query.dtype
+    wide = origin in (torch.float16, torch.bfloat16)
+    q, k, v = ((t.to(torch.float32) if wide else t) for t in (query, key, value))
+    negative = scale is not None and scale < 0
+    factor = math.sqrt(abs(scale) if negative else scale if scale is not None else 1 / math.sqrt(q.size(-1)))
+    q = q * (-factor if negative else factor)
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                               "when is_causal=True")
+        attn_mask = _causal_mask(q.size(-2), k.size(-2), q.dtype, q.device)
+    k, v = (_repeat_heads(t, q.size(-3)) for t in (k, v))
+    batch = list(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
+    kt = k.transpose(-2, -1) * factor
+    scores = batchmatmul(q.expand(*batch, *q.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]))
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    attn = aten._safe_softmax.default(scores, -1)
+    batch = list(torch.broadcast_shapes(attn.shape[:-2], v.shape[:-2]))
+    output = batchmatmul(attn.expand(*batch, *attn.shape[-2:]), v.expand(*batch, *v.shape[-2:]))
+    return output.to(origin), attn.to(origin)
+
+
+def _causal_mask(rows: int, cols: int, dtype: Any, device: Any) -> Any:
+    """ATen's ``where(ones(L, S).tril(), 0, -inf)``, built as ``[1, 1, L, S]``.
+
+    The values are the same (``tril`` keeps column ``j <= i``); the shape is not: a
+    2-D ``[L, S]`` tensor has the generic stick layout ``[S / stick, L, stick]``, every
+    query row inside each column stick, so a query block of the scores reads the
+    mask's whole height and no split of it fits (issue 33).  As ``[1, 1, L, S]`` its
+    rows are outermost, like the scores' it is added to.
+    """
+    i = torch.arange(rows, device=device).view(1, 1, rows, 1)
+    j = torch.arange(cols, device=device).view(1, 1, 1, cols)
+    return torch.where(i >= j, torch.scalar_tensor(0.0, dtype=dtype, device=device),
+                       torch.scalar_tensor(-math.inf, dtype=dtype, device=device))
+
+
+def _repeat_heads(t: Any, heads: int) -> Any:
+    """Grouped-query attention: each key/value head repeated for its query heads, as ATen does."""
+    if t.size(-3) == heads:
+        return t
+    n, kv, s, e = t.shape
+    repeats = heads // kv
+    return t.unsqueeze(2).expand(n, kv, repeats, s, e).clone(memory_format=torch.contiguous_format) \
+        .view(n, heads, s, e)
 
 
 def _in_memory_order_of(like: Any, value: Any) -> Any:

@@ -35,6 +35,7 @@ EDITS = {
     "symbolic_layout": "make the op's first layout size a symbol (dynamic shapes)",
     "opaque_data": "make the op's data neither Pointwise nor Reduction (e.g. a Scan)",
     "foreign_strides": "double the op's host strides, so no host dim has the stick's stride (stick dim unknown)",
+    "gapped_strides": "double the op's host strides but the stick's, so they are no dense permutation (stick dim known)",
     "user_hint": "stamp a user spyre_hint DimHint splitting `host_dim` into `split` tiles",
     "index_value": "add the op's output index to its value (ops.index_expr, as an iota or a mask computes)",
     "unmeasured_gather": "give the op a class of its own get_read_writes (Inductor's answer: no bound of its indirect symbols)",

@@ -87,6 +87,10 @@ def _apply(edit: Edit, ops: Any, hint_id: int) -> None:
     elif edit.make == "foreign_strides":
         op.layout = FixedTiledLayout(lay.device, lay.dtype, lay.size, [s * 2 for s in lay.stride],
                                      device_layout=lay.device_layout)
+    elif edit.make == "gapped_strides":
+        op.layout = FixedTiledLayout(lay.device, lay.dtype, lay.size,
+                                     [s if s == 1 else s * 2 for s in lay.stride],
+                                     device_layout=lay.device_layout)
     elif edit.make == "opaque_data":
         op.data = ir.Scan.__new__(ir.Scan)
     elif edit.make == "index_value":

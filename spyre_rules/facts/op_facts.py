@@ -52,6 +52,7 @@ from spyre_rules.facts.op_kind import (
     has_static_layout,
     is_batch_matmul,
     is_computed_buffer,
+    spans_concat_whole,
     is_pointwise,
     is_reduction,
     layout,

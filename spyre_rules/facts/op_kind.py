@@ -13,6 +13,7 @@ from torch._inductor.dependencies import MemoryDep
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import FactError
 from spyre_rules.facts.records import as_int as _int
+from spyre_rules.facts.regions import effective_layout, spans_concatenation_whole
 from spyre_rules.facts.registry import Layout, Op, fact
 from spyre_rules.facts.snapshot import static_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
@@ -21,6 +22,7 @@ from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
+           "spans_concat_whole",
            "is_reduction", "layout", "op_description", "order_dependencies", "rank",
            "read_buffers"]
 
@@ -50,6 +52,11 @@ def writes_concat_region(op: Op) -> bool:
 
 
 @fact
+def spans_concat_whole(op: Op, dim: int) -> bool:
+    return spans_concatenation_whole(op, int(dim))
+
+
+@fact
 def is_pointwise(op: Op) -> bool:
     return isinstance(getattr(op, "data", None), ir.Pointwise)
 
@@ -66,7 +73,7 @@ def is_batch_matmul(op: Op) -> bool:
 
 @fact
 def has_static_layout(op: Op) -> bool:
-    return static_layout(getattr(op, "layout", None))
+    return static_layout(effective_layout(op))
 
 
 @fact
@@ -98,7 +105,7 @@ def extent(op: Op, dim: int) -> int | None:
 
 @fact
 def layout(op: Op) -> Layout:
-    found = getattr(op, "layout", None)
+    found = effective_layout(op)
     if not isinstance(found, FixedTiledLayout):
         raise FactError(
             f"{op_name(op)} has a {type(found).__name__}, not a FixedTiledLayout "

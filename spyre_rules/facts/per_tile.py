@@ -3,7 +3,7 @@
 A tiling maps output host dims to split counts (``{1: 5}``: host dim 1 in five
 equal tiles).  Coarse tiling then runs the op once per tile over per-tile loop
 ranges, writing a per-tile output buffer whose host sizes are divided, whose
-host strides are contiguous and whose device layout is the original one resized
+host strides are dense in the full buffer's memory order and whose device layout is the original one resized
 (docs/layout_model.md §2.2, §4.6, §5.2).  The span facts must describe *that* kernel.
 
 Deliberate difference from the reference (docs/architecture.md "Deliberate
@@ -13,7 +13,8 @@ the *original* write index (full-tensor strides) onto the per-tile stride_map.
 Both under-estimate spans, so it accepts unsafe plans.  Here:
 
 * the per-tile output layout is rebuilt exactly (sizes divided exactly,
-  contiguous strides, ``resize_device_layout`` of the original device layout);
+  strides dense in the buffer's memory order, ``resize_device_layout`` of the
+  original device layout over the dims in that order: ``memory_order.py``);
 * the per-tile WRITE index is re-derived: the layout's indexer (what Inductor's
   store uses) over the per-tile host strides, i.e. the index the tiled kernel
   executes;
@@ -26,7 +27,7 @@ window of the full input); only the ranges of the symbols that drive a tiled
 output dim are divided, once, via ``split_by_symbol``.
 
 Nothing here guesses.  When the view cannot be rebuilt (a split that does not
-divide, a non-contiguous output, a write index that is not the layout's
+divide, an output whose strides are not a dense permutation, a write index that is not the layout's
 indexer, an ambiguous device-layout resize, coordinates that cannot be derived)
 the answer is a :class:`CannotRebuild` carrying the reason.
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,14 +49,12 @@ import sympy
 from spyre_rules.errors import CoordinateError, LayoutError
 from spyre_rules.facts.coordinates import access_coordinates, device_coordinates, to_plain_sympy
 from spyre_rules.facts.memo import structural
+from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.records import Coord, TilingKey, as_int as _int, tiling_key
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.facts.stick_layout import (
     SpyreTensorLayout,
-    contiguous_strides,
     dtype_info,
-    resize_device_layout,
-    within_stick_host_dim,
 )
 
 __all__ = [
@@ -146,12 +146,10 @@ def per_tile_layout(
 ) -> tuple[tuple[int, ...], tuple[int, ...], SpyreTensorLayout] | CannotRebuild:
     """Per-tile ``(host_size, host_stride, device_layout)`` of a buffer (§4.6, §5.2).
 
-    The stick host dim passed to the resize is the layout's within-stick host dim
-    when it has one: the resize then never has to infer the stick by elimination
-    (that inference is what can be ambiguous), and coarse tiling resizes the same
-    way (CT ``_divide_ranges``).  A layout whose host strides are not contiguous
-    is refused: the per-tile buffer gets contiguous strides, and the resize only
-    follows contiguous strides, so the result would not describe one memory order.
+    The per-tile buffer is dense in the full buffer's memory order and its device
+    layout is resized over the dims in that order, exactly as coarse tiling builds
+    it (``memory_order.py``).  Host strides that are not a dense permutation are
+    refused: no per-tile buffer describes one memory order for them.
     """
     size = _static(host_size, "host size")
     if isinstance(size, CannotRebuild):
@@ -165,21 +163,20 @@ def per_tile_layout(
         return bad
     if not key:
         return size, stride, device_layout
-    dense = contiguous_strides(size)
-    if any(n > 1 and s != c for n, s, c in zip(size, stride, dense)):
+    order = memory_order(size, stride)
+    if order is None:
         return CannotRebuild(
-            f"host strides {list(stride)} of size {list(size)} are not contiguous "
-            f"({list(dense)}); a per-tile buffer is contiguous, so its layout would differ"
+            f"host strides {list(stride)} of size {list(size)} are not a dense permutation; "
+            "a per-tile buffer is dense in its buffer's memory order, so its layout would differ"
         )
     new_size = list(size)
     for dim, k in key:
         new_size[dim] //= k
     try:
-        stick = within_stick_host_dim(size, stride, device_layout)
-        tiled = resize_device_layout(device_layout, size, new_size, stick_host_dim=stick)
+        tiled = resize_in_memory_order(device_layout, size, stride, new_size, order)
     except LayoutError as exc:
         return CannotRebuild(f"per-tile device layout reconstruction failed: {exc}")
-    return tuple(new_size), contiguous_strides(new_size), tiled
+    return tuple(new_size), ordered_dense_strides(new_size, order), tiled
 
 
 # --------------------------------------------------------------------------- output side
@@ -403,31 +400,55 @@ def _shift_invariant(coord: sympy.Expr, sym: sympy.Symbol, step: int) -> bool:
 
 def _coord_splits(
     coord: sympy.Expr, ranges: Mapping[Any, Any], splits: Mapping[Any, int]
-) -> dict[Any, int]:
-    """The splits that may be applied to this coordinate's bound (see _shift_invariant).
-
-    A tiled symbol whose shift is not invariant keeps its full range: every tile's
-    values are a subset of the full range's, so that bound is sound (if loose).  A
-    split that does not divide is kept, so the bound says "unknown".
-    """
-    out = {}
+) -> tuple[dict[Any, int], dict[Any, int]]:
+    """``(applied, moving)``: the splits that apply to this coordinate's bound as they
+    are (shift-invariant symbols; a split that does not divide, so the bound says
+    "unknown"), and the tiled symbols whose shift is not invariant (see _shift_invariant),
+    whose tiles are measured one by one."""
+    applied, moving = {}, {}
     for sym, k in splits.items():
         if sym not in coord.free_symbols:
             continue
         r = _int(ranges.get(sym))
         if r is None or r % k or _shift_invariant(coord, sym, r // k):
-            out[sym] = k
-    return out
+            applied[sym] = k
+        else:
+            moving[sym] = k
+    return applied, moving
+
+
+#: At most this many tile combinations of the non-invariant symbols are measured one by
+#: one; beyond it those symbols keep their full range (every tile's values are a subset
+#: of it: sound, if loose).  The veto and the span check enumerate tiles the same way.
+MAX_TILES_MEASURED = 256
+
+
+def _split_span(coord: sympy.Expr, ranges: Mapping[Any, Any], splits: Mapping[Any, int]) -> int | None:
+    """The largest span of ``coord`` over any one tile.
+
+    A symbol whose shift is not invariant (``floor(h/2)`` of a grouped-query head
+    ``h`` split one head per tile) may span more in a later tile than in tile 0, so
+    each tile is measured over its own range of ``h``; two heads
+    of one group never share a tile of one head, so the span is 1, not the full 2.
+    """
+    applied, moving = _coord_splits(coord, ranges, splits)
+    if not moving or math.prod(moving.values()) > MAX_TILES_MEASURED:
+        bound = coordinate_span_bound(coord, ranges, applied)
+        return None if bound is None else bound.elems
+    every = {**applied, **moving}
+    best = 0
+    for tiles in itertools.product(*(range(k) for k in moving.values())):
+        bound = coordinate_span_bound(coord, ranges, every, dict(zip(moving, tiles)))
+        if bound is None:
+            return None
+        best = max(best, bound.elems)
+    return best
 
 
 def _split_spans(
     coords: Sequence[sympy.Expr], ranges: Mapping[Any, Any], splits: Mapping[Any, int]
 ) -> list[int | None]:
-    spans: list[int | None] = []
-    for coord in coords:
-        bound = coordinate_span_bound(coord, ranges, _coord_splits(coord, ranges, splits))
-        spans.append(None if bound is None else bound.elems)
-    return spans
+    return [_split_span(coord, ranges, splits) for coord in coords]
 
 
 def access_coords(layout: Any, index: Any, ranges: Mapping[Any, Any]) -> tuple[Any, list]:

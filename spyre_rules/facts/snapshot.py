@@ -50,6 +50,7 @@ from spyre_rules.facts.per_tile import (
 from spyre_rules.facts.read_writes import read_writes
 from spyre_rules.facts.records import Coord, FactError, HostCoord, Read, TilingKey, by_str, tiling_key
 from spyre_rules.facts.records import as_int as _int
+from spyre_rules.facts.regions import effective_layout, region_output_view, region_target, region_write
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.facts.translation import first_untranslated
 from spyre_rules.ir.op_identity import op_name
@@ -102,7 +103,7 @@ def snapshot(op: Any) -> tuple:
         tuple(getattr(data, "ranges", None) or ()),
         tuple(getattr(data, "reduction_ranges", None) or ()),
         getattr(data, "reduction_type", None),
-        layout_fingerprint(getattr(op, "layout", None)),
+        layout_fingerprint(effective_layout(op)),
     )
 
 
@@ -170,7 +171,7 @@ class OpFacts:
         self._graph = graph if graph is not None else _current_graph()
         self.snapshot = snapshot(op)
         self._data = getattr(op, "data", None)
-        self._layout = getattr(op, "layout", None)
+        self._layout = effective_layout(op)  # a region op's: its concatenation's (regions.py)
         self._rw: Any = None
         self._rw_error: str | None = None
         self._memo: dict[tuple, Any] = {}  # see per_snapshot
@@ -234,6 +235,7 @@ class OpFacts:
         reads = [d for d in rw.reads if isinstance(d, MemoryDep)]
         writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
         write = writes[0] if len(writes) == 1 and writes[0].name == self.name else None
+        write = region_write(self.op, write)
         self._deps = (reads, write)
         return self._deps
 
@@ -480,6 +482,8 @@ class OpFacts:
             )
         # a reduction split (dim >= rank) leaves the output tile as it is
         key = tuple((d, k) for d, k in key if d < len(self.ranges))
+        if region_target(self.op) is not None:  # tiles go straight into the concatenation
+            return region_output_view(layout, write, positions, self.ranges, key)
         return per_tile_output(
             host_size=layout.size,
             host_stride=layout.stride,

@@ -319,13 +319,14 @@ def _components(native: sympy.Expr) -> tuple[_Component, ...] | None:
     return tuple(out)
 
 
-def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int]) -> tuple[Num, Num, bool]:
+def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int],
+                     starts: Mapping[sympy.Symbol, int]) -> tuple[Num, Num, bool]:
     syms, fn, moduli, periods = component
-    lo, hi, d = fn({s: (0, ranges[s] - 1) for s in syms})
+    lo, hi, d = fn({s: (starts.get(s, 0), starts.get(s, 0) + ranges[s] - 1) for s in syms})
     if d is not None:
         return lo, hi, True
-    if len(syms) != 1:
-        return lo, hi, False
+    if len(syms) != 1 or any(starts.get(s, 0) for s in syms):
+        return lo, hi, False  # the interval bound: sound, exactness not shown
     (s,) = syms
     # A term linear between multiples of its periods (Mod(h, 64) + Mod(h, 128)) takes
     # its extremes at those breakpoints or the endpoints: evaluated jointly, the
@@ -340,15 +341,16 @@ def _component_bound(component: _Component, ranges: Mapping[sympy.Symbol, int]) 
 
 
 @lru_cache(maxsize=65536)
-def _bound_cached(native: sympy.Expr, ranges_items: tuple[tuple[sympy.Symbol, int], ...]) -> SpanBound | None:
+def _bound_cached(native: sympy.Expr, ranges_items: tuple[tuple[sympy.Symbol, int], ...],
+                  start_items: tuple[tuple[sympy.Symbol, int], ...] = ()) -> SpanBound | None:
     components = _components(native)
     if components is None:
         return None
-    ranges = dict(ranges_items)
+    ranges, starts = dict(ranges_items), dict(start_items)
     lo_total = hi_total = 0
     exact = True
     for component in components:
-        lo, hi, ex = _component_bound(component, ranges)
+        lo, hi, ex = _component_bound(component, ranges, starts)
         lo_total, hi_total, exact = lo_total + lo, hi_total + hi, exact and ex
     span = hi_total - lo_total + 1
     if Fraction(span).denominator != 1 or Fraction(lo_total).denominator != 1:
@@ -424,6 +426,7 @@ def coordinate_span_bound(
     coord: Any,
     var_ranges: Mapping[Any, Any],
     split_by_symbol: Mapping[Any, Any] | None = None,
+    tile_of_symbol: Mapping[Any, int] | None = None,
 ) -> SpanBound | None:
     """Sound span bound of one device coordinate, with an exactness flag.
 
@@ -432,12 +435,13 @@ def coordinate_span_bound(
     gives ``None``: tiles would differ in size, and no single per-tile range
     describes them (the caller must choose legal splits).  ``k < 1`` is a caller
     bug and raises ``ValueError``.  A free symbol with a missing, non-integer or
-    empty (``< 1``) range gives ``None``.
+    empty (``< 1``) range gives ``None``.  ``tile_of_symbol`` measures tile ``t``
+    of a split symbol, ``[t * R // k, (t + 1) * R // k)``, instead of tile 0.
     """
     native, pairs = _normalize(_sympify(coord))
     if not pairs:
         return SpanBound(1, True)
-    items = []
+    items, starts = [], []
     for canon, orig in pairs:
         r = _as_int(_lookup(var_ranges, orig))
         if r is None or r < 1:
@@ -450,8 +454,11 @@ def coordinate_span_bound(
             if r % k:
                 return None
             r //= k
+            tile = _lookup(tile_of_symbol, orig)
+            if tile:
+                starts.append((canon, int(tile) * r))
         items.append((canon, r))
-    return _bound_cached(native, tuple(items))
+    return _bound_cached(native, tuple(items), tuple(starts))
 
 
 def coordinate_span_elems(

@@ -21,6 +21,7 @@ import sympy
 
 from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_cache import op_facts
+from spyre_rules.facts.regions import effective_layout
 from spyre_rules.facts.stick_layout import dtype_info
 
 __all__ = ["Access", "full_buffer_write", "input_read_accesses", "tiled_accesses", "tiled_ranges"]
@@ -53,7 +54,7 @@ def tiled_ranges(ranges: Mapping[Any, Any],
 def full_buffer_write(op: Any, what: str = "tile write into the full output buffer") -> Access | None:
     """The op's write into its full output buffer (None when it cannot be derived)."""
     facts = op_facts(op)
-    layout, write = getattr(op, "layout", None), facts.write
+    layout, write = effective_layout(op), facts.write  # a region's: into its concatenation
     if write is None or not hasattr(layout, "device_layout"):
         return None
     coords = device_coordinates(layout.device_layout, write.index, write.ranges)

@@ -75,11 +75,7 @@ from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.ir.op_identity import op_name
-from spyre_rules.facts.stick_layout import (
-    contiguous_strides,
-    resize_device_layout,
-    within_stick_host_dim,
-)
+from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.passes.combine import FIELDS, combines, combining_kinds
 
@@ -328,48 +324,25 @@ def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], li
             "cannot derive its per-tile layout"
         )
     stride = _static(layout.stride, "layout stride", op)
-    order = _memory_order(size, stride)
+    order = memory_order(size, stride)
     if order is None:
         raise CoarseTileError(
             f"coarse_tile: {op_description(op)} has host strides {stride} for size {size}, "
             "which are not a dense permutation; cannot derive its per-tile layout"
         )
-    # The per-tile buffer keeps the full buffer's memory order (its dims permuted the
-    # same way), so a transposed buffer stays transposed tile by tile; in that order
-    # both are contiguous, which is what the device-layout resize follows.
-    dense = contiguous_strides([new[d] for d in order])
-    new_stride = [0] * len(new)
-    for position, d in enumerate(order):
-        new_stride[d] = dense[position]
+    # The per-tile buffer keeps the full buffer's memory order (memory_order.py), as
+    # the planner's per-tile view assumed.
+    new_stride = list(ordered_dense_strides(new, order))
     if not isinstance(layout, FixedTiledLayout):
         return new, new_stride, None
-    stick = within_stick_host_dim(size, stride, layout.device_layout)
     try:
-        device = resize_device_layout(
-            layout.device_layout, [old[d] for d in order], [new[d] for d in order],
-            stick_host_dim=None if stick is None else order.index(stick),
-        )
+        device = resize_in_memory_order(layout.device_layout, size, stride, new, order)
     except LayoutError as exc:
         raise CoarseTileError(
             f"coarse_tile: per-tile device layout of {op_description(op)} "
             f"({old} -> {new}) cannot be rebuilt: {exc}"
         ) from None
     return new, new_stride, device
-
-
-def _memory_order(size: list[int], stride: list[int]) -> list[int] | None:
-    """Host dims outermost first in memory, or None when the strides are not dense.
-
-    Size-1 dims take no room, so their stride is ignored (they sort by position).
-    """
-    order = sorted(range(len(size)), key=lambda d: (-stride[d] if size[d] > 1 else 0, d))
-    big = [d for d in order if size[d] > 1]
-    expected = 1
-    for d in reversed(big):
-        if stride[d] != expected:
-            return None
-        expected *= size[d]
-    return order
 
 
 def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:

@@ -145,15 +145,37 @@ def test_a_concatenation_tiled_along_its_concatenated_dim_is_refused_by_name(fre
         run_spyre(f, x)
 
 
-def test_span_check_names_the_region_op_and_why_it_is_not_tiled():
+def test_a_region_whose_only_split_is_the_concatenated_dim_is_refused_by_name():
+    """cat([a * 2, b * 3], -1) of fp32 (64, 64) and (64, 32) at 2 KiB: a 2-D buffer keeps
+    its rows inside each column stick, so only a column split would shrink a region's
+    write, and columns are the concatenated dim (issue 33: regions tile automatically
+    only along dims every region spans whole)."""
     from spyre_rules import config
 
     a, b = _randn((64, 64), (64, 32), dtype=torch.float32)
     fn = lambda a, b: torch.cat([a * 2, b * 3], -1)  # noqa: E731
     with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False), \
-            pytest.warns(UserWarning) as caught:
-        compiled = run_spyre(fn, a, b)
-    torch.testing.assert_close(compiled.output, fn(a, b), **TOL[torch.float32])
-    messages = [str(w.message) for w in caught]
-    assert any("op buf0 (mul): write of tensor buf2" in m and
-               "writes a region of a concatenation" in m for m in messages), messages
+            pytest.raises(Exception, match=r"Cannot auto-tile buf0 \(aten ops: mul.Tensor\): no "
+                          r"legal split brings its read under the limit of 2048 bytes .* host dim "
+                          r"1: splits 2, 4, 8, 16, 32, 64 fail concat_dims_whole \(buf0 writes a "
+                          r"region of a concatenation shorter than it along host dim 1"):
+        run_spyre(fn, a, b)
+
+
+def test_rotary_regions_tile_automatically_into_the_concatenation():
+    """rotate_half of q (1, 4, 512, 64) fp16 at 128 KiB (issue 33): the cat's buffer spans
+    256 KiB.  Each region spans heads and positions whole, so it tiles by two heads in
+    q * 2's loop, writing each tile straight into the concatenation; the * 3 after it
+    reads the whole concatenation in a loop of its own.  Span check on, equal eager."""
+    from spyre_rules import config
+    from spyre_rules.program.op_spec import LoopSpec
+
+    (q,) = _randn((1, 4, 512, 64), dtype=torch.float16)
+    fn = lambda q: rotate_half(q * 2) * 3  # noqa: E731
+    with config.patch(max_span_bytes=128 * 1024, ignore_span_overflow_hints=False,
+                      span_check="error"):
+        compiled = run_spyre(fn, q)
+    torch.testing.assert_close(compiled.output, fn(q), atol=0, rtol=0)
+    loops = [item for k in compiled.kernels for item in k.specs if isinstance(item, LoopSpec)]
+    assert [(loop.count, [s.op for s in loop.body]) for loop in loops] == \
+        [(2, ["mul", "neg", "cat"]), (2, ["mul"])], loops

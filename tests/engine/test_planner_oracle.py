@@ -23,7 +23,8 @@ every plan the planner accepts is one codegen can address.
 
 The planner is ``Unsupported`` exactly when no combination of any of the op's
 split dims (output dims and reduction dims, not only those its candidates named)
-exists; an op left without a plan must fit untiled or have no split of any of its
+exists, or when more dims overflow than its bounded search tries (the policy's
+``too_many_dims``, refused by name); an op left without a plan must fit untiled or have no split of any of its
 dims that fits.  The 320 random ops (at least 300) are captured eight to a graph
 (independent ops, one capture), each graph planned at its own random limit, so
 the test stays within about a minute of CPU.
@@ -211,6 +212,16 @@ def test_planner_equals_verifier_brute_force(graph):
                         # safe plan).
                         if op_facts(op).write is not None and _problems(op, (), limit):
                             assert brute_force(op, _split_dims(op), limit, ev) is None, where
+                        continue
+                    bounded = [s for s in decision.trace
+                               if s.section == "search" and s.rule == "too_many_dims"]
+                    if bounded:
+                        # The policy's documented search bound (a permuted output tiles in
+                        # its memory order, so four dims may overflow at once): refused by
+                        # name, never by a wrong answer.
+                        limit_dims = int(bounded[0].message.rsplit(" ", 1)[1])
+                        assert decision.decision == "unsupported", where
+                        assert len(_search_dims(decision)) > limit_dims, where
                         continue
                     expected = brute_force(op, _search_dims(decision), limit, ev)
                     got = decision.plan.splits if decision.plan else None

@@ -274,7 +274,7 @@ def test_cannot_rebuild_reasons():
     stl = generic_stick_layout([20, 64], [64, 1], FP16)
     assert "not a dim" in per_tile_layout([20, 64], [64, 1], stl, {2: 2}).reason
     assert "does not divide" in per_tile_layout([20, 64], [64, 1], stl, {0: 3}).reason
-    assert "not contiguous" in per_tile_layout([20, 64], [1, 20], stl, {0: 2}).reason
+    assert "not a dense permutation" in per_tile_layout([20, 64], [1, 40], stl, {0: 2}).reason
     assert "not static" in per_tile_layout([sympy.Symbol("s"), 64], [64, 1], stl, {0: 2}).reason
     odd = SpyreTensorLayout((10, 64), (7, 1), DataFormat.SEN169_FP16)
     failed = per_tile_layout([20, 64], [64, 1], odd, {0: 2})
@@ -302,8 +302,8 @@ def test_tiling_key_normalises_and_refuses_garbage():
 def test_misaligned_input_split_is_bounded_over_every_tile():
     """A tile of 50 on ``floor(d1/64)``: tile 0 spans 1 value, tile 1 spans 2.
 
-    Bounding only ``[0, R/k)`` (the reference) would report 1; the fact falls back
-    to the full range for that coordinate, which is sound.
+    Bounding only ``[0, R/k)`` (the reference) would report 1; the fact measures
+    every tile of a coordinate whose shift is not invariant and keeps the largest, 2.
     """
     d0, d1 = _sym("d0"), _sym("d1")
     stl = generic_stick_layout([4, 150], [150, 1], FP16)  # [3, 4, 64] / [64, 150, 1]
@@ -313,10 +313,32 @@ def test_misaligned_input_split_is_bounded_over_every_tile():
     assert [r.expr for r in recs] == [str(c) for c in coords]
     assert coordinate_span_elems(coords[0], ranges, tiles) == 1  # tile 0 only
     assert true_span(coords[0], ranges, tiles) == 2
-    assert recs[0].span_elems == 3 and recs[2].span_elems == 64
+    assert recs[0].span_elems == 2 and recs[2].span_elems == 64
     for rec, coord in zip(recs, coords):
         assert rec.span_elems >= true_span(coord, ranges, tiles)
     # stick-aligned tiles keep the tight per-tile bound
     aligned = tile_access_coords("x", generic_stick_layout([4, 256], [256, 1], FP16),
                            FP16, 256 * d0 + d1, {d0: 4, d1: 256}, {d1: 2})
     assert aligned[0].span_elems == 2 == true_span(sympy.floor(d1 / 64), {d1: 256}, {d1: 2})
+
+
+@pytest.mark.parametrize("coord, r, k", [
+    ("floor(h/2)", 4, 4), ("Mod(h, 2)", 4, 4), ("Mod(h, 2)", 4, 2), ("floor(h/2)", 8, 2),
+    ("Mod(h, 64)", 150, 3), ("floor(h/64)", 150, 3), ("floor(h/3) + Mod(h, 3)", 12, 4),
+    ("Mod(h, 4)", 24, 6),
+])
+def test_tiles_of_a_moving_coordinate_are_measured_one_by_one(coord, r, k):
+    """A coordinate whose shift by one tile is not a constant (a grouped-query read's
+    ``floor(h/2)`` / ``Mod(h, 2)`` of the head split one per tile) is measured tile by
+    tile: never below any tile's true span, and exact for these (the largest tile's)."""
+    from spyre_rules.facts.per_tile import _split_span
+    from spyre_rules.facts.spans import coordinate_span_bound
+
+    h = _sym("h")
+    expr = sympy.sympify(coord, locals={"h": h})
+    assert _split_span(expr, {h: r}, {h: k}) == true_span(expr, {h: r}, {h: k})
+    step = r // k
+    for t in range(k):  # each tile's own bound is sound for that tile
+        values = {int(expr.subs(h, v)) for v in range(t * step, (t + 1) * step)}
+        bound = coordinate_span_bound(expr, {h: r}, {h: k}, {h: t})
+        assert bound.elems >= max(values) - min(values) + 1
