@@ -45,8 +45,9 @@ def test_small_llama_at_128_kib_equals_eager(tmp_path):
     assert plan["host_steps"] == {}
     ops = plan["ops"]
     statuses = {o["op"]: o["span_check"]["status"] for o in ops if "span_check" in o}
-    # every generated access fits (an op with no code of its own generates none)
-    assert set(statuses.values()) == {"fits", "no generated access"}, statuses
+    # every access fits (ops nothing reads, the fills Inductor inlined into their readers,
+    # are dropped before planning: every recorded op has code of its own)
+    assert set(statuses.values()) == {"fits"}, statuses
     regions = [o for o in ops if o.get("writes_region_of")]
     tiled = [o for o in regions if o["decision"] == "plan"]
     # three cats: the rotary frequencies' and rotate_half of q and of k; only q's (4 heads,
