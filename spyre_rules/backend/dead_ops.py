@@ -17,6 +17,8 @@ from typing import Any
 
 from torch._inductor import ir
 
+from spyre_rules.facts.op_kind import read_names
+
 __all__ = ["drop_dead_ops"]
 
 _DROPPED_ATTR = "_spyre_rules_dropped_ops"
@@ -33,14 +35,6 @@ def _droppable(op: Any, regions: dict[str, str]) -> bool:
     )
 
 
-def _reads(op: Any) -> set[str]:
-    if isinstance(op, ir.ComputedBuffer):
-        return set(op.get_read_names())  # its loader's buffers; caches nothing on the op
-    # An extern kernel is a Buffer too, whose get_read_names is its own name: its
-    # dependencies are what the Scheduler orders it by.
-    return {dep.name for dep in op.get_read_writes().reads}
-
-
 def drop_dead_ops(graph: Any, regions: dict[str, str]) -> list[str]:
     """Remove dead computed buffers from ``graph.operations``; their names, in graph order."""
     live = set(graph.get_output_names()) | set(graph.mutated_buffers)
@@ -49,7 +43,7 @@ def drop_dead_ops(graph: Any, regions: dict[str, str]) -> list[str]:
         if op.get_name() not in live and _droppable(op, regions):
             dead.append(op)
             continue
-        live.update(_reads(op))
+        live.update(read_names(op))
     if dead:
         gone = {id(op) for op in dead}
         graph.operations[:] = [op for op in graph.operations if id(op) not in gone]

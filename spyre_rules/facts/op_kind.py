@@ -23,7 +23,7 @@ from spyre_rules.ir.op_identity import op_name
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
            "spans_concat_whole",
-           "is_reduction", "layout", "op_description", "order_dependencies", "rank",
+           "is_reduction", "layout", "op_description", "order_dependencies", "rank", "read_names",
            "read_buffers"]
 
 BATCH_MATMUL = "batchmatmul"
@@ -119,14 +119,23 @@ def read_buffers(op: Op) -> frozenset[str]:
     return frozenset(d.name for d in op_facts(op).memory_reads)
 
 
+def read_names(op: Op) -> frozenset[str]:
+    """Every buffer ``op`` reads, any dependency kind.  A ComputedBuffer's loader
+    names them; an extern kernel (a concatenation, a fallback) is a Buffer whose
+    ``get_read_names`` is its own name: its reads are the dependencies the
+    Scheduler orders it by."""
+    if isinstance(op, ir.ComputedBuffer):
+        return frozenset(op.get_read_names())
+    return frozenset(dep.name for dep in op.get_read_writes().reads) - {op.get_name()}
+
+
 def order_dependencies(op: Op) -> frozenset[str] | None:
-    """The buffers ``op`` must come after: every buffer it reads (any dependency
-    kind, not only indexed loads; a concatenation lists itself among its inputs'
-    storage, which is not a dependency).  A region of a concatenation writes into
-    storage nothing reads before the concatenation, which comes after its regions.
-    None when its place in the order depends on more than its reads: it mutates a
-    buffer or writes no output of its own (side effects)."""
+    """The buffers ``op`` must come after: every buffer it reads (``read_names``).
+    A region of a concatenation writes into storage nothing reads before the
+    concatenation, which comes after its regions.  None when its place in the
+    order depends on more than its reads: it mutates a buffer or writes no output
+    of its own (side effects)."""
     layout = getattr(op, "layout", None)
     if isinstance(layout, (ir.MutationLayoutSHOULDREMOVE, ir.NoneLayout)) or op.get_mutation_names():
         return None
-    return frozenset(op.get_read_names()) - {op.get_name()}
+    return read_names(op)

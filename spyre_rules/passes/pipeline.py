@@ -292,18 +292,21 @@ def _records_in_graph_order(graph: Any) -> None:
 
 def hoist_operations(graph: Any, hoisted: dict[str, str]) -> None:
     """Move each op the grouping hoisted right before the op it runs before (the
-    first member of the run it is independent of), keeping the hoisted ops' order.
-    The grouping checked that each reads nothing written between the two
-    (``engine/grouping.py``, ``independent``)."""
+    first member of the run it is independent of, never itself hoisted), keeping the
+    hoisted ops' order.  The grouping checked that each reads nothing written
+    between the two (``engine/grouping.py``, ``independent``).  One pass."""
     if not hoisted:
         return
-    ops = list(graph.operations)
-    by_name = {op.get_name(): op for op in ops}
-    for name, before in hoisted.items():
-        op = by_name[name]
-        ops.remove(op)
-        ops.insert(ops.index(by_name[before]), op)
-    graph.operations[:] = ops
+    by_name = {op.get_name(): op for op in graph.operations}
+    before: dict[str, list[Any]] = {}
+    for name, anchor in hoisted.items():
+        before.setdefault(anchor, []).append(by_name[name])
+    order: list[Any] = []
+    for op in graph.operations:
+        if op.get_name() not in hoisted:
+            order.extend(before.get(op.get_name(), ()))
+            order.append(op)
+    graph.operations[:] = order
 
 
 def coarse_tiling_pass(graph: Any) -> None:

@@ -348,3 +348,17 @@ def test_read_coords_of_a_flattening_view_across_a_padded_stick():
         (read,) = F.input_reads(op)
         exprs = [c.expr for c in F.read_coords(op, read, {})]
     assert exprs == ["floor((Mod(d0, 37))/32)", "floor(d0/37)", "Mod(Mod(d0, 37), 32)"]
+
+
+def test_read_names_of_a_concatenation_are_its_regions():
+    """A concatenation is an extern kernel whose ``get_read_names`` is its own name;
+    what it must come after (hoisting, dead-op removal) is the regions it reads."""
+    from spyre_rules.facts.op_kind import order_dependencies, read_names
+
+    ops = spyre_rules.capture_operations(
+        lambda x, y: torch.cat([x + 1, y * 2]).sum(0),
+        torch.randn(8, 64, dtype=torch.float16), torch.randn(8, 64, dtype=torch.float16))
+    deps = {op.get_name(): sorted(read_names(op)) for op in ops}
+    assert deps == {"buf0": ["arg0_1"], "buf1": ["arg1_1"], "buf2": ["buf0", "buf1"],
+                    "buf3": ["buf2"]}
+    assert {op.get_name(): sorted(order_dependencies(op)) for op in ops} == deps
