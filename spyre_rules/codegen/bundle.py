@@ -1,7 +1,10 @@
 """Per-kernel device artefacts: ``sdsc_N.json`` (one per OpSpec) and ``bundle.mlir``.
 
 OpSpecs are numbered depth first (``iter_op_specs`` order) -- the numbering the
-bundle refers to.  ``bundle.mlir`` here is the non-looped form of
+bundle refers to.  An OpSpec's json states its tiled symbols, and its
+``tiled_steps`` when set (a peeled last tile: a shorter range, the main tile's
+step); the loops themselves, with a ``LoopSpec.first`` as the ``scf.for`` lower
+bound, are the bundle's.  ``bundle.mlir`` here is the non-looped form of
 docs/layout_model.md §5.7: one ``sdscbundle.sdsc_execute`` per OpSpec inside
 ``func.func @sdsc_bundle``, printed in the form ``config.bundle_mlir_form``
 names (``codegen/bundle_op.py``).  Counted loops (``scf.for`` with affine address
@@ -53,7 +56,7 @@ def _arg_json(arg: TensorArg) -> dict[str, Any]:
 
 
 def op_spec_json(spec: OpSpec) -> dict[str, Any]:
-    return {
+    out = {
         "op": spec.op,
         "is_reduction": spec.is_reduction,
         "iteration_space": {str(s): [str(r), int(w)] for s, (r, w) in spec.iteration_space.items()},
@@ -61,6 +64,10 @@ def op_spec_json(spec: OpSpec) -> dict[str, Any]:
         "args": [_arg_json(a) for a in spec.args],
         "op_info": _jsonable(spec.op_info),
     }
+    if spec.tiled_steps is not None:
+        # a peeled tile's range is shorter than the step it moves by (stated only then)
+        out["tiled_steps"] = [[int(n) for n in level] for level in spec.tiled_steps]
+    return out
 
 
 def sdsc_files(items: list[OpSpec | LoopSpec]) -> dict[str, dict[str, Any]]:

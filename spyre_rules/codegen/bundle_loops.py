@@ -1,7 +1,9 @@
 """``bundle.mlir`` for kernels with counted loops (docs/layout_model.md §5.7).
 
 Compact form: one ``scf.for`` per LoopSpec (bounds ``%loop_bound_N``, numbered
-depth first), one ``sdscbundle.sdsc_execute`` per OpSpec (``sdsc_N.json``,
+depth first; a LoopSpec starting at ``first`` > 0, a peeled last tile, runs
+``%loop_first_N`` to ``%loop_bound_N`` = first + count, so its loop variable is the
+real iteration the affine maps multiply), one ``sdscbundle.sdsc_execute`` per OpSpec (``sdsc_N.json``,
 depth first, so the file count does not grow with the trip counts).  Operands of
 an execute are the op's HBM tensors in arg order:
 
@@ -39,6 +41,7 @@ class _Emitter:
         self.body: list[str] = []
         self.files = 0
         self.addrs = 0
+        self.loops = 0
 
     def _map(self, strides: tuple[int, ...]) -> int:
         return self.maps.setdefault(strides, len(self.maps))
@@ -54,9 +57,16 @@ class _Emitter:
                     raise NotImplementedError(
                         f"bundle.mlir needs a concrete loop count, got {item.count}"
                     )
-                n = len(self.bounds)
-                self.bounds.append(f"%loop_bound_{n} = arith.constant {int(item.count)} : index")
-                self.body.append(f"{pad}scf.for %i_{n} = %c0 to %loop_bound_{n} step %c1 {{")
+                n = self.loops
+                self.loops += 1
+                first = int(item.first)
+                lower = "%c0"
+                if first:
+                    lower = f"%loop_first_{n}"
+                    self.bounds.append(f"{lower} = arith.constant {first} : index")
+                self.bounds.append(
+                    f"%loop_bound_{n} = arith.constant {first + int(item.count)} : index")
+                self.body.append(f"{pad}scf.for %i_{n} = {lower} to %loop_bound_{n} step %c1 {{")
                 self.loop_vars.append(f"%i_{n}")
                 self.walk(item.body, depth + 1, pad + "  ")
                 self.loop_vars.pop()

@@ -174,7 +174,8 @@ def _shift(spec: OpSpec, i: int) -> OpSpec:
 
 
 def unroll_loop_specs(items: list[Any]) -> list[OpSpec]:
-    """Flatten every LoopSpec into ``count`` shifted copies (innermost loops first)."""
+    """Flatten every LoopSpec into ``count`` shifted copies (innermost loops first),
+    copy ``i`` for each iteration ``first .. first + count - 1`` shifted by ``i * stride``."""
     out: list[OpSpec] = []
     for item in items:
         if not isinstance(item, LoopSpec):
@@ -183,6 +184,7 @@ def unroll_loop_specs(items: list[Any]) -> list[OpSpec]:
         if not getattr(item.count, "is_Integer", isinstance(item.count, int)):
             raise ValueError(f"cannot unroll a loop with symbolic count {item.count}")
         body = unroll_loop_specs(item.body)
-        for i in range(int(item.count)):
+        first = int(item.first)
+        for i in range(first, first + int(item.count)):
             out.extend(_shift(spec, i) for spec in body)
     return out

@@ -106,8 +106,10 @@ def format_program(items: list[OpSpec | LoopSpec], pad: str = "    ") -> list[st
     lines: list[str] = []
     for item in items:
         if isinstance(item, LoopSpec):
-            lines += [f"{pad}LoopSpec(", f"{pad}    count={format_value(item.count)},",
-                      f"{pad}    body=["]
+            lines += [f"{pad}LoopSpec(", f"{pad}    count={format_value(item.count)},"]
+            if int(item.first):  # a peeled tile's loop; printed only then (snapshots)
+                lines.append(f"{pad}    first={int(item.first)},")
+            lines.append(f"{pad}    body=[")
             lines += format_program(item.body, pad + "        ")
             lines += [f"{pad}    ],", f"{pad}),"]
         else:

@@ -10,10 +10,14 @@ the tests use to check the bound.
 space (each range divided by its work split: one core's share).  Inside
 ``LoopSpec``s, a moving arg (``codegen/loops.arg_moves``) at iteration ``i_l``
 of level ``l`` touches the coordinates shifted by its affine offset, i.e. each
-tiled symbol ``s`` of level ``l`` replaced by ``s + i_l * T_s`` (``T_s`` its
-per-tile range; the executor cross-checks that this is exactly the byte offset
-it applies).  A coordinate whose shift by one tile is a constant has the same
-span in every iteration; any other is bounded per iteration (up to
+tiled symbol ``s`` of level ``l`` replaced by ``s + i_l * T_s`` (``T_s`` the
+elements it advances per iteration, ``codegen.loops.level_steps``: its per-tile
+range unless ``tiled_steps`` says otherwise; the executor cross-checks that this
+is exactly the byte offset it applies).  ``i_l`` takes the loop's real
+iteration values, ``first .. first + count - 1``: a peeled last tile
+(``LoopSpec(count=1, first=N-1)``) is bounded where it runs, with its own
+shorter range.  A coordinate whose shift by one step is a constant has the
+same span in every iteration; any other is bounded per iteration (up to
 ``MAX_ENUMERATED_ITERATIONS``), else over the union of all iterations (still
 sound, less tight).  A per-tile buffer (``per_tile_fixed``) or an LX tensor
 does not move: its domain is the per-tile space.
@@ -51,7 +55,7 @@ from typing import Any
 
 import sympy
 
-from spyre_rules.codegen.loops import arg_moves, level_symbols
+from spyre_rules.codegen.loops import arg_moves, level_steps
 from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.spans import coordinate_span_bound
@@ -186,23 +190,26 @@ def _core_ranges(spec: OpSpec) -> dict[Any, int]:
     return {s: -(-int(r) // max(int(split), 1)) for s, (r, split) in spec.iteration_space.items()}
 
 
-def _shift_levels(spec: OpSpec, arg: TensorArg, counts: list[int]) -> dict[Any, list[int]]:
-    """Tiled symbol -> the enclosing levels (indices into ``counts``) that shift it."""
-    if not counts or not arg_moves(arg):
+def _shift_levels(spec: OpSpec, arg: TensorArg, levels: list[range]) -> dict[Any, list[tuple[int, int]]]:
+    """Tiled symbol -> ``(level, elements per iteration)`` for each enclosing level
+    (an index into ``levels``) that shifts it."""
+    if not levels or not arg_moves(arg):
         return {}
-    shifts: dict[Any, list[int]] = {}
-    for level, syms in enumerate(level_symbols(spec, len(counts))):
-        for s in syms:
-            shifts.setdefault(s, []).append(level)
+    shifts: dict[Any, list[tuple[int, int]]] = {}
+    for level, steps in enumerate(level_steps(spec, len(levels))):
+        for s, step in steps.items():
+            shifts.setdefault(s, []).append((level, int(step)))
     return shifts
 
 
-def _shift_invariant(coord: sympy.Expr, syms: list[Any], ranges: dict[Any, int]) -> bool:
-    """Shifting by one tile moves the coordinate by a constant (sympy folds integer
-    offsets out of floor/Mod); anything not proven so is bounded per iteration."""
+def _shift_invariant(coord: sympy.Expr, syms: list[Any], shifts: dict[Any, list[tuple[int, int]]]) -> bool:
+    """Shifting by one step moves the coordinate by a constant (sympy folds integer
+    offsets out of floor/Mod), so every iteration's shift does; anything not proven
+    so is bounded per iteration."""
     for s in syms:
-        if (coord.xreplace({s: s + ranges[s]}) - coord).free_symbols:
-            return False
+        for _, step in shifts[s]:
+            if (coord.xreplace({s: s + step}) - coord).free_symbols:
+                return False
     return True
 
 
@@ -212,26 +219,32 @@ def _bound(coord: sympy.Expr, ranges: dict[Any, int]) -> tuple[int, bool] | None
 
 
 def _per_iteration_bound(
-    coord: sympy.Expr, ranges: dict[Any, int], shifts: dict[Any, list[int]], counts: list[int]
+    coord: sympy.Expr, ranges: dict[Any, int], shifts: dict[Any, list[tuple[int, int]]],
+    levels: list[range],
 ) -> tuple[int, bool] | None:
-    """The largest span of ``coord`` over any single iteration of the enclosing loops."""
+    """The largest span of ``coord`` over any single iteration of the enclosing loops
+    (``levels``: each loop's iteration values, outermost first)."""
     moved = [s for s in coord.free_symbols if s in shifts]
-    if not moved or _shift_invariant(coord, moved, ranges):
+    if not moved or _shift_invariant(coord, moved, shifts):
         return _bound(coord, ranges)
-    levels = sorted({lv for s in moved for lv in shifts[s]})
-    combos = math.prod(counts[lv] for lv in levels)
+    active = sorted({lv for s in moved for lv, _ in shifts[s]})
+    combos = math.prod(len(levels[lv]) for lv in active)
     if combos > MAX_ENUMERATED_ITERATIONS:
-        # The union of every iteration's domain holds each one: a sound bound.
-        union = dict(ranges)
+        # The union of every iteration's domain holds each one: a sound bound.  It is
+        # one interval from the lowest shift to the highest shift plus the range.
+        union, offsets = dict(ranges), {}
         for s in moved:
-            union[s] = ranges[s] * (1 + sum(counts[lv] - 1 for lv in shifts[s]))
-        found = _bound(coord, union)
+            ends = [(levels[lv][0] * step, levels[lv][-1] * step) for lv, step in shifts[s]]
+            low = sum(min(e) for e in ends)
+            offsets[s] = s + low
+            union[s] = ranges[s] + sum(max(e) for e in ends) - low
+        found = _bound(coord.xreplace(offsets), union)
         return None if found is None else (found[0], False)
     best: tuple[int, bool] | None = None
-    for iteration in itertools.product(*(range(counts[lv]) for lv in levels)):
-        at = dict(zip(levels, iteration))
+    for iteration in itertools.product(*(levels[lv] for lv in active)):
+        at = dict(zip(active, iteration))
         shifted = coord.xreplace(
-            {s: s + ranges[s] * sum(at[lv] for lv in shifts[s]) for s in moved}
+            {s: s + sum(at[lv] * step for lv, step in shifts[s]) for s in moved}
         )
         found = _bound(shifted, ranges)
         if found is None:
@@ -241,11 +254,11 @@ def _per_iteration_bound(
     return best
 
 
-def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int],
+def _arg_dims(spec: OpSpec, arg: TensorArg, levels: list[range],
               defer_indirect: bool = False) -> list[DimCheck]:
     # an indirect symbol may take any value of the dim it indexes (whole range)
     ranges = {**_core_ranges(spec), **arg.indirect_ranges()}
-    shifts = _shift_levels(spec, arg, counts)
+    shifts = _shift_levels(spec, arg, levels)
     reduction = {str(s) for s in spec.op_info.get("reduction_symbols", [])}
     size = [int(s) for s in arg.device_size]
     item = element_bytes(arg.device_dtype)
@@ -255,7 +268,7 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, counts: list[int],
         coord = sympy.sympify(raw)
         if not coord.free_symbols:
             continue
-        found = _per_iteration_bound(coord, ranges, shifts, counts)
+        found = _per_iteration_bound(coord, ranges, shifts, levels)
         elems, exact = found if found is not None else (size[d], False)
         if elems <= 1:
             continue  # one value: a base address, not a span
@@ -299,14 +312,15 @@ def check_kernel(kernel: str, items: list[Any], limit: int,
     unrolled); ``plan``: the graph's plan records (which ops' gathered reads are deferred)."""
     out: list[OpCheck] = []
 
-    def walk(body: list[Any], counts: list[int]) -> None:
+    def walk(body: list[Any], levels: list[range]) -> None:
         for item in body:
             if isinstance(item, LoopSpec):
-                walk(item.body, [*counts, int(item.count)])
+                first = int(item.first)
+                walk(item.body, [*levels, range(first, first + int(item.count))])
                 continue
             name = _op_name(item)
             defer = _left_to_indirect_path((plan or {}).get(name))
-            dims = [d for arg in item.args for d in _arg_dims(item, arg, counts, defer)]
+            dims = [d for arg in item.args for d in _arg_dims(item, arg, levels, defer)]
             out.append(OpCheck(kernel=kernel, op=name, kind=item.op,
                                limit=limit, dims=dims))
 

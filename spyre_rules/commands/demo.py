@@ -91,7 +91,8 @@ def _flat(value: Any) -> list[Any]:
 def _program_shape(items: list[Any]) -> list[Any]:
     from spyre_rules.program.op_spec import LoopSpec
 
-    return [{"loop": int(i.count), "body": _program_shape(i.body)} if isinstance(i, LoopSpec)
+    return [{"loop": int(i.count), **({"first": int(i.first)} if int(i.first) else {}),
+             "body": _program_shape(i.body)} if isinstance(i, LoopSpec)
             else i.op for i in items]
 
 

@@ -21,6 +21,11 @@ Legality (``_plan``), from the specs and their bound views alone:
   offsets are affine in the iteration, so all others are too); anything else
   runs the iterations one by one, which raises the exact error.
 
+A loop starting at ``first`` (a ``LoopSpec`` whose iterations are ``first ..
+first + count - 1``) is the same pass with every moving view starting ``first``
+steps on: each tile's ``origin`` is the loop's first iteration, and every range,
+bound and view above is taken over the real iterations.
+
 A store that does not move is a per-tile buffer, overwritten every iteration and
 read by later ops of the same iteration: the batched pass keeps its ``count``
 tiles in a scratch tensor and leaves the last one in device memory, as the last
@@ -78,19 +83,23 @@ class _Tile:
     sizes: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
     scratch_of: tuple[int, int] | None = None  # (op index, -1): the per-tile store it reads
+    #: the loop's first iteration (``LoopSpec.first``): batched iteration ``k`` is ``origin + k``
+    origin: int = 0
 
     def byte_range(self, count: int) -> tuple[int, int]:
         """The bytes it touches over all iterations."""
         width = self.view.access.width
         base = self.view.access.base // width
-        lo = base + self.view.low + min(0, self.step * (count - 1))
-        hi = base + self.view.high + max(0, self.step * (count - 1))
+        first, last = self.step * self.origin, self.step * (self.origin + count - 1)
+        lo = base + self.view.low + min(first, last)
+        hi = base + self.view.high + max(first, last)
         return lo * width, (hi + 1) * width
 
     def same_view(self, other: _Tile) -> bool:
         a, b = self.view, other.view
         return (a.access.memory is b.access.memory and a.access.width == b.access.width
-                and (a.sizes, a.strides, a.start, self.step) == (b.sizes, b.strides, b.start, other.step)
+                and (a.sizes, a.strides, a.start, self.step, self.origin)
+                == (b.sizes, b.strides, b.start, other.step, other.origin)
                 and self.dtype == other.dtype)
 
 
@@ -116,7 +125,7 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
     try:
         for spec in loop.body:
             programs.append(bound_program(spec, memory, where, [0] * len(spec.args), lx, checked))
-        ops = _plan(loop.body, programs, count, level_strides)
+        ops = _plan(loop.body, programs, count, int(loop.first), level_strides)
         if ops is None:
             return False
         group = min(count, _group(ops) if GROUP_BYTES else count)
@@ -132,11 +141,11 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
             program.release()
 
 
-def _plan(specs: list[OpSpec], programs: list[Any], count: int,
+def _plan(specs: list[OpSpec], programs: list[Any], count: int, origin: int,
           level_strides: Callable[[OpSpec], list[list[int]]]) -> list[_Op] | None:
     ops = []
     for spec, program in zip(specs, programs):
-        op = _op(spec, program, count, level_strides(spec))
+        op = _op(spec, program, count, origin, level_strides(spec))
         if op is None:
             return None
         ops.append(op)
@@ -175,7 +184,8 @@ def _injective(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
-def _op(spec: OpSpec, program: Any, count: int, strides: list[list[int]]) -> _Op | None:
+def _op(spec: OpSpec, program: Any, count: int, origin: int,
+        strides: list[list[int]]) -> _Op | None:
     if program.reduction is not None or program.native is None and not _float_route(program):
         return None
     ranges = [r for _, r in program.out]
@@ -203,7 +213,7 @@ def _op(spec: OpSpec, program: Any, count: int, strides: list[list[int]]) -> _Op
         if step_bytes % access.width:
             return None
         step = step_bytes // access.width
-        for i in (0, count - 1):
+        for i in (origin, origin + count - 1):
             shift = i * step
             if not view.inside or shift + view.low < access.low_limit or \
                     shift + view.high >= access.limit:
@@ -214,7 +224,7 @@ def _op(spec: OpSpec, program: Any, count: int, strides: list[list[int]]) -> _Op
             sizes, view_strides = (1,) * len(shape), (0,) * len(shape)
         if len(sizes) != len(shape):
             return None
-        tiles[key] = _Tile(arg, storage, view, step, write, sizes, view_strides)
+        tiles[key] = _Tile(arg, storage, view, step, write, sizes, view_strides, origin=origin)
     return _Op(program, shape, tiles)
 
 
@@ -239,8 +249,9 @@ def _group(ops: list[_Op]) -> int:
 
 
 def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
-    """Iterations ``first .. first + n - 1`` of the tile's view, along a leading loop
-    axis (a per-tile buffer's: its scratch)."""
+    """Batched iterations ``first .. first + n - 1`` (loop iterations ``origin +
+    first ..``) of the tile's view, along a leading loop axis (a per-tile buffer's:
+    its scratch)."""
     key = tile.scratch_of
     if key is not None:
         # the reader's view is the store's (``same_view``); a one-point store of a
@@ -250,7 +261,7 @@ def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
         return buffer if buffer.dim() == len(tile.sizes) + 1 else buffer.view(n, *tile.sizes)
     view = tile.view
     return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
-                                      view.start + first * tile.step)
+                                      view.start + (tile.origin + first) * tile.step)
 
 
 def _scratch(j: int, op: _Op, store: _Tile, n: int) -> torch.Tensor:

@@ -12,7 +12,10 @@ the exact element offsets to equal the unshifted ones plus the affine offset, on
 the whole per-tile iteration space.  Mismatch -> ``LoopAddressError`` naming the
 kernel, op, tensor and iteration.  Kernels run it on their first call only; to
 bound its cost it visits at most ``CHECK_ITERATIONS`` iteration tuples (all
-tuples when fewer, else every level at 0, 1, and count-1 in all combinations).
+tuples when fewer, else every level at its first, second and last iteration in
+all combinations).  Iterations are the loops' real values: a ``LoopSpec`` with
+``first`` runs ``first .. first + count - 1`` (a peeled last tile), and both the
+run and the check shift by those values.
 """
 
 from __future__ import annotations
@@ -47,12 +50,14 @@ class LoopAddressError(SpyreRulesError, RuntimeError):
     """A moving tensor's affine loop offset differs from the exact coordinate shift."""
 
 
-def _walk(items: list[Any], counts: tuple[int, ...]) -> Any:
+def _walk(items: list[Any], levels: tuple[range, ...]) -> Any:
+    """Every OpSpec with the iteration values of its enclosing loops, outermost first."""
     for item in items:
         if isinstance(item, LoopSpec):
-            yield from _walk(item.body, counts + (int(item.count),))
+            first = int(item.first)
+            yield from _walk(item.body, levels + (range(first, first + int(item.count)),))
         else:
-            yield item, counts
+            yield item, levels
 
 
 #: id(OpSpec) -> (spec, depth, the args' coordinates and the tiling, per-arg level
@@ -99,10 +104,17 @@ def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | 
          deferred: Deferred) -> None:
     for item in items:
         if isinstance(item, LoopSpec):
-            if not iteration and run_batched(item, memory, where, lx, checked, deferred,
-                                             lambda spec: _level_strides(spec, 1)):
-                continue
-            for i in range(int(item.count)):
+            if not iteration:
+                batched = run_batched(item, memory, where, lx, checked, deferred,
+                                      lambda spec: _level_strides(spec, 1))
+                # the attempt bound and released the body's programs; one an earlier loop
+                # of this run bound (the same OpSpec in two loops) is bound again
+                for spec in item.body:
+                    bound.pop((id(spec), 1), None)
+                if batched:
+                    continue
+            first = int(item.first)
+            for i in range(first, first + int(item.count)):
                 _run(item.body, memory, where, lx, iteration + (i,), checked, strides, bound,
                      deferred)
             continue
@@ -126,10 +138,10 @@ def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | 
         program[1].run(deferred)
 
 
-def _iterations(counts: tuple[int, ...]) -> list[tuple[int, ...]]:
-    if math.prod(counts) <= CHECK_ITERATIONS:
-        return list(itertools.product(*(range(c) for c in counts)))
-    corners = [sorted({0, min(1, c - 1), c - 1}) for c in counts]
+def _iterations(levels: tuple[range, ...]) -> list[tuple[int, ...]]:
+    if math.prod(len(r) for r in levels) <= CHECK_ITERATIONS:
+        return list(itertools.product(*levels))
+    corners = [sorted({r[0], r[min(1, len(r) - 1)], r[-1]}) for r in levels]
     return list(itertools.product(*corners))
 
 
@@ -141,8 +153,8 @@ def _offsets(arg: TensorArg, env: dict[str, Any], shift: dict[Any, Any]) -> torc
     return torch.as_tensor(total, dtype=torch.int64)
 
 
-def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str) -> None:
-    depth = len(counts)
+def _check_arg(spec: OpSpec, arg: TensorArg, levels: tuple[range, ...], where: str) -> None:
+    depth = len(levels)
     strides = arg_level_strides(spec, arg, depth)
     used = set().union(*(c.free_symbols for c in arg.device_coordinates))
     # an indirect symbol takes every value of its dim; it never moves with a loop
@@ -155,7 +167,7 @@ def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str
         env[str(sym)] = torch.arange(ranges[sym], dtype=torch.int64).view(shape)
     base = _offsets(arg, env, {})
     width = element_bytes(arg.device_dtype)
-    for iteration in _iterations(counts):
+    for iteration in _iterations(levels):
         shift = shifted_symbols(spec, iteration)
         exact = _offsets(arg, env, shift)
         affine = sum(i * s for i, s in zip(iteration, strides))
@@ -173,11 +185,11 @@ def _check_arg(spec: OpSpec, arg: TensorArg, counts: tuple[int, ...], where: str
 def check_affine(items: list[Any], where: str) -> int:
     """Cross-check every moving arg of every looped OpSpec; returns how many were checked."""
     checked = 0
-    for spec, counts in _walk(items, ()):
-        if not counts:
+    for spec, levels in _walk(items, ()):
+        if not levels:
             continue
         for arg in spec.args:
-            if arg_moves(arg) and any(level_symbols(spec, len(counts))):
-                _check_arg(spec, arg, counts, where)
+            if arg_moves(arg) and any(level_symbols(spec, len(levels))):
+                _check_arg(spec, arg, levels, where)
                 checked += 1
     return checked

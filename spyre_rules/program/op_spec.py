@@ -197,8 +197,24 @@ class OpSpec:
 
 @dataclasses.dataclass
 class LoopSpec:
+    """A counted loop running ``body`` for iterations ``first .. first + count - 1``.
+
+    At iteration ``i`` every moving TensorArg of the body is shifted by
+    ``i * stride`` bytes (``codegen.loops.arg_level_strides``) with that ``i``,
+    not ``i - first``: a loop starting at ``first`` addresses its tiles where
+    iterations ``first ..`` of a loop starting at 0 would.  The use is a peeled
+    last tile: a loop of N tiles whose last one is shorter is
+    ``LoopSpec(count=N-1, body)`` then ``LoopSpec(count=1, first=N-1, tail)``,
+    the tail's OpSpecs with the shorter range and the main tile's
+    ``tiled_steps`` (docs/layout_model.md §5.5)."""
+
     count: sympy.Expr
     body: list[Union[OpSpec, "LoopSpec"]]
+    first: int = 0
+
+    def __post_init__(self) -> None:
+        if int(self.first) < 0:
+            raise ValueError(f"LoopSpec: first iteration {self.first} is negative")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from spyre_rules.codegen.loops import (  # noqa: E402
     arg_level_strides,
     arg_moves,
     byte_address,
-    level_symbols,
+    level_steps,
 )
 from spyre_rules.codegen.span_check import check_kernel  # noqa: E402
 from spyre_rules.hints import clear_tensor_dims  # noqa: E402
@@ -59,26 +59,28 @@ def _untiled():
     ]
 
 
-def _walk(items, counts):
+def _walk(items, levels):
+    """Every OpSpec with its enclosing loops' iteration values (``first ..``)."""
     for item in items:
         if isinstance(item, LoopSpec):
-            yield from _walk(item.body, [*counts, int(item.count)])
+            first = int(item.first)
+            yield from _walk(item.body, [*levels, range(first, first + int(item.count))])
         else:
-            yield item, counts
+            yield item, levels
 
 
-def _true_spans(spec, arg, counts):
+def _true_spans(spec, arg, levels):
     """(device dim -> largest true span in bytes over the iterations, set of moving dims)."""
     ranges = {s: -(-int(r) // int(k)) for s, (r, k) in spec.iteration_space.items()}
-    levels = level_symbols(spec, len(counts)) if arg_moves(arg) else [[] for _ in counts]
-    strides = arg_level_strides(spec, arg, len(counts))
+    steps = level_steps(spec, len(levels)) if arg_moves(arg) else [{} for _ in levels]
+    strides = arg_level_strides(spec, arg, len(levels))
     item = element_bytes(arg.device_dtype)
     best: dict[int, int] = {}
-    for iteration in itertools.product(*(range(c) for c in counts)):
+    for iteration in itertools.product(*levels):
         shift = {}
-        for i, syms in zip(iteration, levels):
-            for s in syms:
-                shift[s] = shift.get(s, 0) + i * ranges[s]
+        for i, level in zip(iteration, steps):
+            for s, step in level.items():
+                shift[s] = shift.get(s, 0) + i * step
         coords = [c.xreplace({s: s + k for s, k in shift.items()}) for c in arg.device_coordinates]
         # the shift is the affine offset the executor applies
         moved = type(arg)(**{**arg.__dict__, "device_coordinates": coords})
@@ -94,11 +96,11 @@ def _assert_bounds(kernels):
     checked = 0
     for kernel in kernels:
         checks = iter(check_kernel(kernel.name, kernel.specs, config.max_span_bytes))
-        for spec, counts in _walk(kernel.specs, []):
+        for spec, levels in _walk(kernel.specs, []):
             check = next(checks)
             assert check.kind == spec.op
             for arg in spec.args:
-                true = _true_spans(spec, arg, counts)
+                true = _true_spans(spec, arg, levels)
                 bound = {d.device_dim: d for d in check.dims if d.tensor == arg.name
                          and d.is_input == arg.is_input}
                 for dim, span in true.items():

@@ -93,11 +93,11 @@ class ModelRun:
         an indirect symbol may take any value of the dim it indexes."""
         found = []
         for kernel in self.kernels:
-            for spec, counts in _ops_with_loops(kernel.specs):
+            for spec, levels in _ops_with_loops(kernel.specs):
                 full = {s: int(r) for s, (r, _) in spec.iteration_space.items()}
                 core = {s: -(-int(r) // max(int(split), 1))
                         for s, (r, split) in spec.iteration_space.items()}
-                for iteration in itertools.product(*(range(c) for c in counts)):
+                for iteration in itertools.product(*levels):
                     shift = shifted_symbols(spec, iteration) if iteration else {}
                     for arg in spec.args:
                         coords = list(arg.device_coordinates)
@@ -121,13 +121,15 @@ class ModelRun:
         return [a for a in self.accesses if a.indirect and a.core_span_bytes > self.limit]
 
 
-def _ops_with_loops(items, counts=()):
-    """``(OpSpec, counts of its enclosing loops, outermost first)``, depth first."""
+def _ops_with_loops(items, levels=()):
+    """``(OpSpec, iterations of its enclosing loops, outermost first)``, depth first: each
+    loop's real iterations ``first .. first + count - 1`` (a peeled tile's are not 0..)."""
     for item in items:
         if isinstance(item, LoopSpec):
-            yield from _ops_with_loops(item.body, counts + (int(item.count),))
+            first = int(item.first)
+            yield from _ops_with_loops(item.body, levels + (range(first, first + int(item.count)),))
         else:
-            yield item, counts
+            yield item, levels
 
 
 def _first_tensor(output):
