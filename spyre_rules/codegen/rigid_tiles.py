@@ -127,7 +127,9 @@ def check_rigid_tiles(spec: OpSpec, counts: list[int], what: str, dims: dict[Any
     """Refuse ``spec`` (inside levels with ``counts``, outermost first) unless every
     moving arg's tiles are rigid translations of the first and no computed value
     depends on a tiled index.  ``dims`` maps each tiled symbol to the host dim it
-    iterates (for the message)."""
+    iterates (for the message).  The proof covers iterations ``0 .. count - 1`` of
+    each level: a loop starting at ``LoopSpec.first`` (a peeled tile) is proven with
+    ``first + count``, whose iterations include its own."""
     levels = level_steps(spec, len(counts)) if counts else []
     if not any(levels):
         return

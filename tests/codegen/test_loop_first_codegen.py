@@ -158,3 +158,19 @@ def test_sdsc_json_states_the_tail_step_and_demo_shape_states_first():
     assert files["sdsc_1.json"]["iteration_space"]["c0"] == ["44", 1]
     assert _program_shape(pl.peeled(pl.CASES[0])) == [
         {"loop": 4, "body": ["add"]}, {"loop": 1, "first": 4, "body": ["add"]}]
+
+
+def test_bundle_of_a_peeled_tile_inside_an_outer_loop():
+    text = generate_bundle(pl.nested(pl.NESTED), form="generic")
+    assert "    %loop_bound_0 = arith.constant 2 : index\n" \
+           "    %loop_bound_1 = arith.constant 4 : index\n" \
+           "    %loop_first_2 = arith.constant 4 : index\n" \
+           "    %loop_bound_2 = arith.constant 5 : index\n" in text
+    assert "      scf.for %i_2 = %loop_first_2 to %loop_bound_2 step %c1 {\n" \
+           "        %addr_3 = affine.apply #map_0(%i_0, %i_2)[%sym_4]\n" in text
+    # outer level first: 8 rows (1024 bytes), then one column tile (2048 bytes)
+    assert text.startswith("#map_0 = affine_map<(d0, d1)[s0] -> (s0 + 1024*d0 + 2048*d1)>\n")
+    ir = pytest.importorskip("iree.compiler.ir")
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    assert ir.Module.parse(text, ctx).operation.verify()

@@ -40,6 +40,10 @@ CASES = [
     Case("columns", (8, TOTAL), c1, 8 * 64 * 2, (sympy.floor(c1 / 64), c0, sympy.Mod(c1, 64))),
 ]
 
+#: (16, 300) -> device [5, 16, 64]: column tiles of 16 * 64 * 2 bytes inside an outer
+#: loop over blocks of 8 rows (8 * 64 * 2 bytes), see ``nested``
+NESTED = Case("nested", (16, TOTAL), c1, 16 * 64 * 2, (sympy.floor(c1 / 64), c0, sympy.Mod(c1, 64)))
+
 
 def add_spec(case: Case, extent: int, steps: list[list[int]] | None = None) -> OpSpec:
     """out = x + y over one tile of ``extent`` elements along the tiled symbol."""
@@ -91,3 +95,19 @@ def output(case: Case, memory: DeviceMemory) -> torch.Tensor:
     size = layout.size_in_bytes
     raw = memory.read_bytes(2 * size, size).view(torch.float16)
     return unstickify(raw, layout, case.host, None, torch.float16)
+
+
+def nested(case: Case) -> list[LoopSpec]:
+    """Row blocks of 8 (outer loop of 2) around the column tiles: the 4 main tiles and
+    the peeled one at inner iteration 4, for every outer iteration."""
+    def spec(extent, steps):
+        op = add_spec(case, extent)
+        op.iteration_space[c0] = (sympy.Integer(8), 1)
+        op.tiled_symbols = [[c1], [c0]]  # innermost level first
+        op.tiled_steps = steps
+        return op
+
+    return [LoopSpec(sympy.Integer(2), [
+        LoopSpec(sympy.Integer(4), [spec(TILE, None)]),
+        LoopSpec(sympy.Integer(1), [spec(TAIL, [[TILE], [8]])], first=4)])]
+

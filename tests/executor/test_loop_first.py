@@ -165,3 +165,18 @@ def test_an_unrolled_tail_past_the_buffer_is_refused(case):
 def test_a_negative_first_iteration_is_refused():
     with pytest.raises(ValueError, match="LoopSpec: first iteration -1 is negative"):
         LoopSpec(sympy.Integer(1), [], first=-1)
+
+
+def test_a_peeled_tile_inside_an_outer_loop():
+    # (16, 300) fp16 -> device [5, 16, 64]: a column tile moves 16 * 64 * 2 bytes, a
+    # block of 8 rows 8 * 64 * 2
+    case = pl.NESTED
+    items = pl.nested(case)
+    assert check_affine(items, "k") == 6
+    out, expected = _run(case, items)
+    assert torch.equal(out, expected)
+    flat = unroll_loop_specs(items)
+    assert [int(s.args[0].allocation["hbm"]) for s in flat] == [
+        o * 8 * 128 + i * case.stride for o in range(2) for i in range(5)]
+    out, expected = _run(case, flat)
+    assert torch.equal(out, expected)
