@@ -21,6 +21,7 @@ import peeled_loops as pl  # noqa: E402
 from spyre_rules.codegen import op_spec as op_spec_module  # noqa: E402
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files  # noqa: E402
 from spyre_rules.codegen.source import IMPORTS, format_program, kernel_definition  # noqa: E402
+from spyre_rules.codegen.rigid_tiles import TileTranslationError, check_rigid_tiles  # noqa: E402
 from spyre_rules.codegen.span_check import check_kernel  # noqa: E402
 from spyre_rules.commands.demo import _program_shape  # noqa: E402
 from spyre_rules.executor.runtime import rules_device  # noqa: E402
@@ -174,3 +175,18 @@ def test_bundle_of_a_peeled_tile_inside_an_outer_loop():
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     assert ir.Module.parse(text, ctx).operation.verify()
+
+
+@pytest.mark.parametrize("case", pl.CASES, ids=lambda c: c.name)
+def test_the_compile_time_proof_of_a_peeled_tile(case):
+    # proven over iterations 0 .. first + count - 1 (rigid_tiles' doc); a column tail
+    # left to step by its own 44 elements is not a whole stick: refused by name
+    tail = pl.peeled(case)[1].body[0]
+    check_rigid_tiles(tail, [5], "op add", {case.tiled: 1})
+    tail.tiled_steps = None
+    if case.name == "rows":
+        check_rigid_tiles(tail, [5], "op add", {case.tiled: 1})  # rigid, at the wrong rows
+        return
+    with pytest.raises(TileTranslationError, match="44 elements per iteration is not a whole "
+                       "number of 64-element sticks"):
+        check_rigid_tiles(tail, [5], "op add", {case.tiled: 1})
