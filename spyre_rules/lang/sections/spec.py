@@ -24,11 +24,11 @@ class SectionState(Plain):
     __slots__ = _fields = ("scope", "unused", "seen", "names", "previous")
     scope: Scope                     # scope of the next item (an item may replace it)
     unused: list[Binding]            # reported if never read (W002)
-    seen: dict[type, A.Span]         # items a section has once
+    seen: dict[Any, A.Span]          # items a section has once, by class (a section's checks may add marks)
     names: dict[str, A.Ident]        # names set once (search bounds)
     previous: Any                    # the last item checked (a section's checks may place an item after it)
 
-    def __init__(self, scope: Scope, unused: list[Binding] | None = None, seen: dict[type, A.Span] | None = None,
+    def __init__(self, scope: Scope, unused: list[Binding] | None = None, seen: dict[Any, A.Span] | None = None,
                  names: dict[str, A.Ident] | None = None, previous: Any = None) -> None:
         self.scope = scope
         self.unused = [] if unused is None else unused
