@@ -12,9 +12,9 @@ import re
 CLASSES = ("token", "structure", "cross-file", "numeric", "template", "deep", "long", "special")
 TOKEN = re.compile(rb'#[^\n]*|"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9_]*|//|==|!=|<=|>=|->|\S')
 ITEM_START = re.compile(rb"^\s*(const|extern|record|fact|config|let|skip|reject|pass|join|conform|start|single|"
-                        rb"require|splits|bound|order|required|cost|exhausted|[a-z_]+\s*:)", re.M)
+                        rb"require|otherwise|splits|bound|order|required|cost|exhausted|[a-z_]+\s*:)", re.M)
 WORDS = [b"const", b"let", b"skip", b"reject", b"when", b"because", b"and", b"or", b"not", b"in", b"is",
-         b"known", b"unknown", b"emit", b"for", b"if", b"splits", b"bound", b"order", b"by", b"cost",
+         b"known", b"unknown", b"emit", b"for", b"if", b"otherwise", b"splits", b"bound", b"order", b"by", b"cost",
          b"required", b"exhausted", b"config", b"record", b"fact", b"extern", b"type", b"true", b"false",
          b"op", b"x", b"c", b"tile", b"c.span_bytes", b"config.max_span_bytes", b"config.dump_dir",
          b"AUTO_SPLIT_CAP", b"len", b"min", b"max", b"sum", b"sorted", b"ceil_div", b"legal_splits",

@@ -7,6 +7,7 @@ engine's trace steps (docs/policy_tests.md, "Coverage"):
 * eligibility / grouping rules, legality and search ``reject`` guards: the rule fired;
 * a candidates generator: it emitted a candidate;
 * a legality ``require``: it rejected some split count; ``splits``: a dim's splits were listed;
+  ``otherwise splits``: its fallback counts were tried (no ``splits`` count above 1 was legal);
 * a validation ``require``: it rejected some tiling;
 * search ``order``: dims were ordered; ``required``, ``cost`` and the ``bound``\\ s:
   split counts were kept and combinations formed; ``exhausted``: the search gave up.
@@ -46,6 +47,8 @@ def _item(section: str, item: Any) -> PolicyRule | None:
         return PolicyRule(section, kind, item.name.name, span.file, span.line)
     if isinstance(item, A.Require):
         return PolicyRule(section, "require", item.name.name, span.file, span.line)
+    if isinstance(item, A.SplitsItem) and item.fallback:
+        return PolicyRule(section, "otherwise splits", "otherwise splits", span.file, span.line)
     if isinstance(item, A.Generator):
         return PolicyRule(section, "generator", item.name.name, span.file, span.line)
     simple = {A.SplitsItem: "splits", A.OrderItem: "order", A.RequiredItem: "required",
@@ -81,6 +84,8 @@ def exercised(steps: Iterable[Any]) -> set[tuple[str, str, str]]:
             fired.add((sec, "generator", rule))
         elif sec == "legality" and rule == "splits":
             fired.add((sec, "splits", "splits"))
+            if s.values.get("fallback"):
+                fired.add((sec, "otherwise splits", "otherwise splits"))
             for entry in s.values.get("rejected", ()):
                 fired.add((sec, "require", str(entry).split(": ", 1)[-1]))
         elif sec == "legality":

@@ -7,6 +7,9 @@ and runs it.
 Per (op, dim): the first ``reject`` guard that fires makes the dim untileable
 (``legal_splits`` is ``[]``); otherwise every split count ``k > 1`` of
 ``splits`` is legal unless a ``require`` fails for it.  ``1`` is always legal.
+When none above 1 is, the counts of ``otherwise splits`` (if the section has
+one) not tried yet are tested by the same requirements: exact splits are
+preferred, a fallback (remainder tiles) is tried only where none is legal.
 A ``let`` after ``splits`` may read the split variable, so its value is never
 shared between split counts.
 """
@@ -30,12 +33,13 @@ class Legality:
     splits_key: int
     splits: Fn
     requires: list[Requirement]
+    fallback: Fn | None = None  # `otherwise splits`: tried when no count of `splits` above 1 is legal
 
 
 def compile_legality(ic: ItemCompiler, sec: A.Section) -> Legality:
     guards: list[Rule] = []
     requires: list[Requirement] = []
-    splits_key, splits = -1, None
+    splits_key, splits, fallback = -1, None, None
     after_splits = False
     for item in sec.items:
         if isinstance(item, A.LetItem):
@@ -43,6 +47,8 @@ def compile_legality(ic: ItemCompiler, sec: A.Section) -> Legality:
             ic.let(item, shared=not after_splits)
         elif isinstance(item, A.Decision):
             guards.append(ic.rule("legality", item))
+        elif isinstance(item, A.SplitsItem) and item.fallback:
+            fallback = ic.c.expr(item.source)  # binds the plain `splits` variable (E044)
         elif isinstance(item, A.SplitsItem):
             splits = ic.c.expr(item.source)
             splits_key = ic.c.slot(item.var)
@@ -50,17 +56,18 @@ def compile_legality(ic: ItemCompiler, sec: A.Section) -> Legality:
         elif isinstance(item, A.Require):
             requires.append(ic.require("legality", item))
     assert splits is not None  # the checker requires one `splits` item
-    return Legality(guards, splits_key, splits, requires)
+    return Legality(guards, splits_key, splits, requires, fallback)
 
 
 class _Legality:
-    __slots__ = ("legal", "rejected", "guard")
+    __slots__ = ("legal", "rejected", "guard", "fallback")
 
     def __init__(self, legal: list[int], rejected: dict[int, tuple[str, str]],
-                 guard: tuple[str, str] | None):
+                 guard: tuple[str, str] | None, fallback: bool = False):
         self.legal = legal
         self.rejected = rejected  # split count -> (requirement, its message) that refused it
         self.guard = guard  # (rule, message) of a reject guard that fired
+        self.fallback = fallback  # the `otherwise splits` counts were tried
 
     def refusals(self, dim: int) -> str:
         """Why no split count above 1 is legal: the guard's message, or each failing
@@ -68,9 +75,10 @@ class _Legality:
         if self.guard is not None:
             return f"host dim {dim}: {self.guard[1]}"
         if not self.rejected:
-            return f"host dim {dim}: no split count above 1 divides its range"
+            return f"host dim {dim}: no split count above 1 divides its range" + (
+                " or tiles it" if self.fallback else "")
         by_req: dict[str, list[int]] = {}
-        for k, (name, _) in self.rejected.items():
+        for k, (name, _) in sorted(self.rejected.items()):
             by_req.setdefault(name, []).append(k)
         parts = []
         for name, ks in by_req.items():
@@ -98,25 +106,36 @@ class LegalityEvaluation:
         if fired is not None:
             result = _Legality([], {}, (fired[0].name, fired[1] or fired[0].name))
         else:
-            try:
-                values = leg.splits(env)
-            except EvalError as err:
-                raise self._fail(op, "legality.splits", err) from None
             legal, rejected = [1], {}
-            for k in sorted({v for v in values if v > 1}):
-                kenv = dict(env)
-                kenv[BASE] = env
-                kenv[leg.splits_key] = k
-                req = self.failing(leg.requires, kenv, op)
-                if req is None:
-                    legal.append(k)
-                else:
-                    rejected[k] = (req.name, self._message(req, kenv))
-            result = _Legality(legal, rejected, None)
+            self._try_counts(op, env, leg.splits, "legality.splits", legal, rejected)
+            fallback = leg.fallback is not None and legal == [1]
+            if fallback:
+                self._try_counts(op, env, leg.fallback, "legality.otherwise_splits", legal, rejected)
+            result = _Legality(legal, rejected, None, fallback)
+            extra = {"fallback": True} if fallback else {}
             self.record("legality", "splits", "legal", None, op=op, dim=dim, legal=legal,
-                        rejected=[f"{k}: {r}" for k, (r, _) in rejected.items()])
+                        rejected=[f"{k}: {r}" for k, (r, _) in sorted(rejected.items())], **extra)
         self._legality[key] = result
         return result
+
+    def _try_counts(self, op: Any, env: dict, counts: Fn, where: str, legal: list[int],
+                    rejected: dict[int, tuple[str, str]]) -> None:
+        """Test each count above 1 of ``counts`` not tried yet, ascending: legal iff every
+        requirement holds (appended to ``legal``), else recorded in ``rejected``."""
+        leg = self.program.legality
+        try:
+            values = counts(env)
+        except EvalError as err:
+            raise self._fail(op, where, err) from None
+        for k in sorted({v for v in values if v > 1} - set(legal) - set(rejected)):
+            kenv = dict(env)
+            kenv[BASE] = env
+            kenv[leg.splits_key] = k
+            req = self.failing(leg.requires, kenv, op)
+            if req is None:
+                legal.append(k)
+            else:
+                rejected[k] = (req.name, self._message(req, kenv))
 
     def legal_splits(self, op: Any, dim: int) -> list[int]:
         """The ``legal_splits`` builtin: ``[]`` when a legality guard fires."""

@@ -1,4 +1,4 @@
-"""Facts about layouts and numbers: the within-stick dim, host sizes, divisors.
+"""Facts about layouts and numbers: the within-stick dim, host sizes, divisors, tile counts.
 
 Each is a ``@fact`` (``spyre_rules.facts.registry``) declared in
 ``rules/prelude.rules``.
@@ -15,7 +15,7 @@ from spyre_rules.facts.registry import Layout, fact
 from spyre_rules.facts.snapshot import layout_fingerprint
 from spyre_rules.facts.stick_layout import within_stick_host_dim
 
-__all__ = ["divisors", "host_size", "stick_elems", "within_stick_dim"]
+__all__ = ["divisors", "host_size", "stick_elems", "tile_counts", "within_stick_dim"]
 
 
 def _host_ints(values: Any) -> list[int] | None:
@@ -76,3 +76,21 @@ def divisors(n: int) -> list[int]:
             if i != v // i:
                 high.append(v // i)
     return low + high[::-1]
+
+
+@fact
+def tile_counts(n: int) -> list[int]:
+    """Every count ``k >= 1`` whose ``k`` tiles of ``ceil(n / k)`` elements are all
+    non-empty (``(k - 1) * ceil(n / k) < n``), ascending; the divisors are among them.
+
+    They are exactly the values ``ceil(n / t)`` over tile extents ``t`` in 1..n (a
+    valid ``k`` has ``t = ceil(n / k)`` and ``k = ceil(n / t)``), of which there are
+    about ``2 * sqrt(n)``: those of ``t <= sqrt(n)``, and the small ``k`` tested
+    directly (``t > sqrt(n)`` gives ``k <= sqrt(n) + 1``)."""
+    v = _int(n)
+    if v is None or v < 1:
+        return []
+    r = math.isqrt(v) + 1
+    found = {-(-v // t) for t in range(1, r + 1)}
+    found.update(k for k in range(1, r + 1) if (k - 1) * -(-v // k) < v)
+    return sorted(found)

@@ -434,13 +434,16 @@ class Generator(Node):
 
 
 class SplitsItem(Node):
-    __slots__ = _fields = ("span", "var", "source")
+    """``splits VAR in EXPR;``, or with ``fallback`` ``otherwise splits VAR in EXPR;``
+    (the counts tried only when none of the plain ones above 1 is legal)."""
+    __slots__ = _fields = ("span", "var", "source", "fallback")
     span: Span
     var: Ident
     source: Expr
+    fallback: bool
 
-    def __init__(self, span, var, source) -> None:
-        self.span, self.var, self.source = span, var, source
+    def __init__(self, span, var, source, fallback=False) -> None:
+        self.span, self.var, self.source, self.fallback = span, var, source, fallback
 
 
 class BoundItem(Node):

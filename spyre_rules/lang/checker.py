@@ -27,7 +27,7 @@ from spyre_rules.lang.resolved import Resolution, names_read
 from spyre_rules.lang.scope import Binding, Scope
 from spyre_rules.lang.scope import where as _where
 from spyre_rules.lang.sections import ITEM_WORD, SECTION_KINDS, SPECS, SectionState
-from spyre_rules.lang.sections.spec import and_list, with_article
+from spyre_rules.lang.sections.spec import and_list, is_fallback, item_word, with_article
 
 
 class ConstInfo:
@@ -185,7 +185,7 @@ class Checker(ExpressionChecker):
         rule_names: dict[str, A.Ident] = {}
         lets: list[Binding] = []
         for item in sec.items:
-            word = ITEM_WORD[type(item)]
+            word = item_word(item)
             if not isinstance(item, spec.items):
                 allowed = ", ".join(f"`{ITEM_WORD[c]}`" for c in spec.items)
                 self.error("E019", f"{with_article(f'`{word}`')} item is not allowed in "
@@ -199,7 +199,8 @@ class Checker(ExpressionChecker):
                                name_ident.span, f"note: first defined at {_where(prev.span)}")
                 else:
                     rule_names[name_ident.name] = name_ident
-            if type(item) in once:
+            # `otherwise splits` is not a second `splits`: its section's order check places it
+            if type(item) in once and not is_fallback(item):
                 if type(item) in state.seen:
                     self.error("E016", f"a second `{word}` item in this section",
                                item.span, f"note: the first is at {_where(state.seen[type(item)])}")
@@ -223,6 +224,7 @@ class Checker(ExpressionChecker):
                 sc.known.update(self.known_when(item.cond, True, sc))
             else:
                 spec.item_checks[type(item)](self, item, state)
+            state.previous = item
         self.unused(lets + state.unused)
         missing = [f"`{word}`" for cls, word in spec.required_items if cls not in state.seen]
         if missing:

@@ -56,6 +56,7 @@ CODES: dict[str, str] = {
     "E041": "a record field has a name reserved by the implementation (`__x__` or a Python keyword)",
     "E042": "integer out of range (literals and constants lie within +/-(2**63 - 1))",
     "E043": "input too large (file size, tokens, item length or number of items)",
+    "E044": "misplaced `otherwise splits` (not right after `splits`, a second one, or another split variable)",
     "W001": "unused constant",
     "W002": "unused binding (let, for, splits or key binder)",
     "W003": "rule can never fire: an earlier rule in the same first-match section always fires",

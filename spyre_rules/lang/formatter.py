@@ -47,7 +47,7 @@ _TOKEN = re.compile(r'(?P<comment>#[^\n]*)|(?P<string>"(?:[^"\\\n]|\\.)*")|(?P<n
 # Words after which a bracket starts a sub-expression, not a call or a type argument.
 _KEYWORDS = frozenset({
     "const", "extern", "type", "record", "fact", "config", "let", "when", "because", "require",
-    "emit", "for", "in", "if", "splits", "bound", "order", "by", "required", "cost", "exhausted",
+    "emit", "for", "in", "if", "otherwise", "splits", "bound", "order", "by", "required", "cost", "exhausted",
     "or", "and", "not", "subset", "is", "known", "unknown", "true", "false",
     "skip", "reject", "pass", "join", "conform", "refine", "hoist", "start", "single", *SECTION_KINDS,
 })

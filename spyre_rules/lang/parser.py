@@ -25,7 +25,7 @@ _SYNC_KEEP = frozenset({
     "CONST", "EXTERN", "RECORD", "FACT",
     "ELIGIBILITY", "CANDIDATES", "LEGALITY", "SEARCH", "VALIDATION", "GROUPING",
     "LET", "SKIP", "REJECT", "PASS", "JOIN", "CONFORM", "START", "SINGLE", "REQUIRE",
-    "SPLITS", "BOUND", "ORDER", "REQUIRED", "COST", "EXHAUSTED",
+    "OTHERWISE", "SPLITS", "BOUND", "ORDER", "REQUIRED", "COST", "EXHAUSTED",
 })
 # Token sequences tried (in order) as the repair for a missing terminator.
 _QUIET_TOKENS = 3

@@ -145,7 +145,8 @@ class _ToAst:
         return A.GenLet(self.span(c), self.ident(c[1]), c[3])
 
     def splits_item(self, c):
-        return A.SplitsItem(self.span(c), self.ident(c[1]), c[3])
+        return A.SplitsItem(self.span(c), self.ident(self.tokens(c, "NAME")[0]), c[-2],
+                            bool(self.tokens(c, "OTHERWISE")))
 
     def bound_item(self, c):
         return A.BoundItem(self.span(c), self.ident(c[1]), c[3])

@@ -269,6 +269,20 @@ def test_divisors():
     assert facts.divisors(64) == [1, 2, 4, 8, 16, 32, 64]
 
 
+def test_tile_counts():
+    from spyre_rules.facts.layout_facts import tile_counts
+
+    # k = 6..9 would give tiles of 2 elements whose last ones are empty
+    assert tile_counts(10) == [1, 2, 3, 4, 5, 10]
+    assert tile_counts(7) == [1, 2, 3, 4, 7]  # 4 tiles: 2, 2, 2, 1
+    assert tile_counts(1) == [1] and tile_counts(0) == [] and tile_counts(-3) == []
+    # against the definition, (k - 1) * ceil(n / k) < n, divisors included
+    for n in [*range(1, 400), 49155, 152064, 50257, 1 << 20]:
+        expected = [k for k in range(1, n + 1) if (k - 1) * -(-n // k) < n]
+        assert tile_counts(n) == expected, n
+        assert set(facts.divisors(n)) <= set(expected)
+
+
 # --------------------------------------------------------------------------- caching
 
 

@@ -21,18 +21,20 @@ from spyre_rules.lang.slotted import Frozen, Plain, frozen_init
 class SectionState(Plain):
     """What the checker knows while it walks one section's items in order."""
 
-    __slots__ = _fields = ("scope", "unused", "seen", "names")
+    __slots__ = _fields = ("scope", "unused", "seen", "names", "previous")
     scope: Scope                     # scope of the next item (an item may replace it)
     unused: list[Binding]            # reported if never read (W002)
-    seen: dict[type, A.Span]         # items a section has once
+    seen: dict[Any, A.Span]          # items a section has once, by class (a section's checks may add marks)
     names: dict[str, A.Ident]        # names set once (search bounds)
+    previous: Any                    # the last item checked (a section's checks may place an item after it)
 
-    def __init__(self, scope: Scope, unused: list[Binding] | None = None, seen: dict[type, A.Span] | None = None,
-                 names: dict[str, A.Ident] | None = None) -> None:
+    def __init__(self, scope: Scope, unused: list[Binding] | None = None, seen: dict[Any, A.Span] | None = None,
+                 names: dict[str, A.Ident] | None = None, previous: Any = None) -> None:
         self.scope = scope
         self.unused = [] if unused is None else unused
         self.seen = {} if seen is None else seen
         self.names = {} if names is None else names
+        self.previous = previous
 
 
 #: ``check(checker, item, state)``: the checker is ``lang/checker.py``'s (typed ``Any``
@@ -76,6 +78,16 @@ ITEM_WORD = {
     A.SplitsItem: "splits", A.BoundItem: "bound", A.OrderItem: "order", A.RequiredItem: "required",
     A.CostItem: "cost", A.ExhaustedItem: "exhausted",
 }
+
+def is_fallback(item: Any) -> bool:
+    """``otherwise splits``: a ``splits`` item giving the fallback split counts."""
+    return isinstance(item, A.SplitsItem) and item.fallback
+
+
+def item_word(item: Any) -> str:
+    """The item's keyword as diagnostics name it."""
+    return "otherwise splits" if is_fallback(item) else ITEM_WORD[type(item)]
+
 
 # Types the language itself needs from the prelude: name -> "extern type" | "record" | "extern record".
 REQUIRED_TYPES = {
