@@ -26,7 +26,7 @@ from torch._inductor.virtualized import V
 from spyre_rules.backend.host_steps import retry_on_host
 from spyre_rules.codegen import source
 from spyre_rules.codegen.accumulate import accumulation_specs
-from spyre_rules.codegen.build import build_op_spec, output_positions
+from spyre_rules.codegen.build import build_op_spec, output_positions, tail_ranges
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
@@ -35,6 +35,7 @@ from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR, accumulators
 from spyre_rules import config
 from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
+from spyre_rules.codegen.tail import peel_last_tile
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, iter_op_specs
 
 __all__ = ["RulesKernel", "RulesScheduling", "ensure_device", "placement"]
@@ -82,23 +83,27 @@ def _body_of(node: Any) -> list[Any]:
 
 
 def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: int = 0,
-                 around: dict[int, list[tuple[list[OpSpec], OpSpec]]] | None = None) -> list[Any]:
+                 around: dict[int, list[tuple[list[OpSpec], OpSpec]]] | None = None,
+                 tails: dict[int, list[dict[Any, int]]] | None = None) -> list[Any]:
     """OpSpecs in node order; a counted-loop node becomes a (nested) LoopSpec.
 
     An op with a reduction level becomes its combine step; its ``acc_init`` and
     ``acc_finalize`` (``codegen/accumulate.py``) wrap the loop of its outermost
     reduction level (``around``: loop depth -> those pairs, filled by the body).
+    A level with a shorter last tile becomes two loops, the last tile peeled
+    (``codegen/tail.py``; ``tails``: id of each OpSpec -> its op's last tiles).
     """
     from spyre_rules.scheduler import CountedLoopSchedulerNode
 
     around = {} if around is None else around
+    tails = {} if tails is None else tails
     specs: list[Any] = []
     for node in nodes:
         if isinstance(node, CountedLoopSchedulerNode):
-            body = _build_specs(node.body, kernel, state, depth + 1, around)
+            body = _build_specs(node.body, kernel, state, depth + 1, around, tails)
             steps = around.pop(depth, [])
             specs.extend(init for inits, _ in steps for init in inits)
-            specs.append(LoopSpec(count=node.loop_count, body=body))
+            specs.extend(peel_last_tile(LoopSpec(count=node.loop_count, body=body), depth, tails))
             specs.extend(finalize for _, finalize in steps)
             continue
         if isinstance(node, NopKernelSchedulerNode):
@@ -108,13 +113,17 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
         except UnsupportedGraph as exc:
             raise retry_on_host(node.node, exc) from exc
         op = node.node
+        last_tiles = tail_ranges(op)
         acc = getattr(op, ACCUMULATOR_ATTR, None)
         if acc is not None:
             inits, combines, finalize = accumulation_specs(
                 spec, acc, output_positions(op), len(loop_count(op)), op_description(op))
             around.setdefault(acc.first_level, []).append((inits, finalize))
+            for derived in (*inits, *combines, finalize):
+                tails[id(derived)] = last_tiles
             specs.extend(combines)
             continue
+        tails[id(spec)] = last_tiles
         specs.append(spec)
     return specs
 

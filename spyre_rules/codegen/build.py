@@ -37,11 +37,16 @@ from spyre_rules.errors import CoordinateError
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
-from spyre_rules.ir.loop_stamp import loop_count, loop_tiled_dims, loop_tiled_reduction_dims
+from spyre_rules.ir.loop_stamp import (
+    loop_count,
+    loop_remainders,
+    loop_tiled_dims,
+    loop_tiled_reduction_dims,
+)
 from spyre_rules.ir.op_identity import stamped_kind
 from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
-__all__ = ["build_op_spec", "check_recordable", "output_positions", "spec_op_name"]
+__all__ = ["build_op_spec", "check_recordable", "output_positions", "spec_op_name", "tail_ranges"]
 
 
 def spec_op_name(op: ir.ComputedBuffer) -> str:
@@ -203,9 +208,23 @@ def _extents(sizes: list[int], levels: list[list[int]], counts: list[int]) -> di
 
 def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """Loop-wide extent of each tiled output dim: its per-tile extent times the
-    counts of every level tiling it (the range its index takes over all tiles)."""
-    return _extents([int(r) for r in op.get_pointwise_size()], loop_tiled_dims(op),
-                    [int(c) for c in loop_count(op)])
+    counts of every level tiling it (the range its index takes over all tiles), less
+    what a shorter last tile leaves out (a remainder tile: the dim's real extent)."""
+    sizes = [int(r) for r in op.get_pointwise_size()]
+    extents = _extents(sizes, loop_tiled_dims(op), [int(c) for c in loop_count(op)])
+    for level in loop_remainders(op):
+        for d, last in level.items():
+            extents[d] -= sizes[d] - last
+    return extents
+
+
+def tail_ranges(op: ir.ComputedBuffer) -> list[dict[Any, int]]:
+    """Per loop level (outermost first), ``{iteration symbol: last tile extent}`` of
+    the op's dims the level tiles with a shorter last tile (the symbols are the
+    OpSpec's ``c0, c1, ...``); codegen runs that level's last iteration with them."""
+    kept = _kept_dims(op)
+    return [{sympy_index_symbol(f"c{kept.index(d)}"): last for d, last in level.items()}
+            for level in loop_remainders(op)]
 
 
 def _loop_reduction_extents(op: ir.ComputedBuffer) -> dict[int, int]:

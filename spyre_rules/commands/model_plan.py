@@ -237,6 +237,10 @@ def _graph_report(folder: Path) -> dict[str, Any]:
             key = tuple(loop["loop_group_id"])
             group = groups.setdefault(key, {"id": list(key), "tiles": loop["loop_count"], "ops": []})
             group["ops"].append(r["op"])
+            for level in loop.get("loop_last_tiles") or ():
+                for t in level:  # a remainder tile: whole tiles, then a shorter last one
+                    group.setdefault("last_tiles", {})[r["op"]] = (
+                        f"dim {t['dim']}: tiles of {t['tile']}, the last {t['last']}")
     errors = sorted({r["graph_error"] for r in ops if r.get("graph_error")})
     return {"folder": str(folder), "graph": plan.get("graph"), "ops": ops,
             "loop_groups": list(groups.values()), "graph_errors": errors,

@@ -123,6 +123,8 @@ def text_report(report: dict[str, Any]) -> str:
         for key, g in groups.items():
             names = g["ops"] if len(g["ops"]) <= 6 else g["ops"][:5] + [f"... {len(g['ops'])} ops"]
             lines.append(f"  g{'.'.join(map(str, key))}: tiles {g['tiles']}, {', '.join(names)}")
+            for op, text in (g.get("last_tiles") or {}).items():
+                lines.append(f"    {op} {text}")
         for error in graph["graph_errors"]:
             lines.append(f"graph refused: {error}")
     lines.append("")

@@ -83,10 +83,32 @@ class _Legality:
         parts = []
         for name, ks in by_req.items():
             message = self.rejected[ks[0]][1]
-            counts = ", ".join(str(k) for k in ks)
+            counts = _count_list(ks)
             parts.append(f"split{'s' if len(ks) > 1 else ''} {counts} fail{'' if len(ks) > 1 else 's'} "
                          f"{name} ({message})")
         return f"host dim {dim}: " + "; ".join(parts)
+
+
+#: A refusal lists at most this many split counts per requirement: the first ones,
+#: then the largest, and how many were refused in all (a remainder fallback tries
+#: about 2 * sqrt(n) counts).
+LISTED_COUNTS = 24
+
+
+def _count_list(ks: list[int]) -> str:
+    if len(ks) <= LISTED_COUNTS:
+        return ", ".join(str(k) for k in ks)
+    head = ", ".join(str(k) for k in ks[:LISTED_COUNTS - 2])
+    return f"{head}, ..., {ks[-1]} ({len(ks)} counts)"
+
+
+def _rejected_trace(rejected: dict[int, tuple[str, str]]) -> list[str]:
+    """``"k: requirement"`` per refused count, at most ``LISTED_COUNTS`` of them and a
+    last entry counting the rest (a remainder fallback refuses hundreds)."""
+    entries = [f"{k}: {r}" for k, (r, _) in sorted(rejected.items())]
+    if len(entries) <= LISTED_COUNTS:
+        return entries
+    return entries[:LISTED_COUNTS - 1] + [f"... {len(entries) - LISTED_COUNTS + 1} more"]
 
 
 class LegalityEvaluation:
@@ -114,7 +136,7 @@ class LegalityEvaluation:
             result = _Legality(legal, rejected, None, fallback)
             extra = {"fallback": True} if fallback else {}
             self.record("legality", "splits", "legal", None, op=op, dim=dim, legal=legal,
-                        rejected=[f"{k}: {r}" for k, (r, _) in sorted(rejected.items())], **extra)
+                        rejected=_rejected_trace(rejected), **extra)
         self._legality[key] = result
         return result
 

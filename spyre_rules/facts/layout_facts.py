@@ -14,6 +14,7 @@ from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.registry import Layout, fact
 from spyre_rules.facts.snapshot import layout_fingerprint
 from spyre_rules.facts.stick_layout import within_stick_host_dim
+from spyre_rules.facts.tile_extent import tile_extent as _tile_extent
 
 __all__ = ["divisors", "host_size", "stick_elems", "tile_counts", "within_stick_dim"]
 
@@ -94,3 +95,14 @@ def tile_counts(n: int) -> list[int]:
     found = {-(-v // t) for t in range(1, r + 1)}
     found.update(k for k in range(1, r + 1) if (k - 1) * -(-v // k) < v)
     return sorted(found)
+
+
+@fact
+def tile_extent(n: int, k: int) -> int | None:
+    """Elements per tile of ``k`` tiles of ``n``: ``n / k`` when ``k`` divides it, else
+    a remainder split's whole tile (``facts/tile_extent.py``); unknown when ``k``
+    tiles cannot all be non-empty."""
+    v, count = _int(n), _int(k)
+    if v is None or count is None:
+        return None
+    return _tile_extent(v, count)

@@ -52,6 +52,7 @@ from spyre_rules.facts.memo import structural
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.records import Coord, TilingKey, as_int as _int, tiling_key
 from spyre_rules.facts.spans import coordinate_span_bound
+from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.stick_layout import (
     SpyreTensorLayout,
     dtype_info,
@@ -128,9 +129,9 @@ def _check_tiling(key: TilingKey, host_size: Sequence[int]) -> CannotRebuild | N
             return CannotRebuild(
                 f"tiled host dim {dim} is not a dim of host size {list(host_size)}"
             )
-        if host_size[dim] % k:
+        if tile_extent(host_size[dim], k) is None:
             return CannotRebuild(
-                f"split {k} does not divide host dim {dim} of size {host_size[dim]}"
+                f"split {k} leaves an empty tile of host dim {dim} of size {host_size[dim]}"
             )
     return None
 
@@ -171,7 +172,7 @@ def per_tile_layout(
         )
     new_size = list(size)
     for dim, k in key:
-        new_size[dim] //= k
+        new_size[dim] = tile_extent(new_size[dim], k)
     try:
         tiled = resize_in_memory_order(device_layout, size, stride, new_size, order)
     except LayoutError as exc:
@@ -274,7 +275,7 @@ def _per_tile_output(host_size: tuple, host_stride: tuple, offset: Any,
                 f"loop variable {var} ranges over {ranges[var]}, host dim {dim} has size {size[dim]}"
             )
         if dim in splits:
-            ranges[var] //= splits[dim]
+            ranges[var] = tile_extent(ranges[var], splits[dim])
     index = _indexer(offset, new_size, new_stride, position_vars)
     return _view(key, new_size, new_stride, tiled, index, ranges, itemsize, True)
 
@@ -410,7 +411,8 @@ def _coord_splits(
         if sym not in coord.free_symbols:
             continue
         r = _int(ranges.get(sym))
-        if r is None or r % k or _shift_invariant(coord, sym, r // k):
+        t = None if r is None else tile_extent(r, k)
+        if t is None or _shift_invariant(coord, sym, t):
             applied[sym] = k
         else:
             moving[sym] = k

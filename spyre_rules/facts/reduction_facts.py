@@ -19,6 +19,7 @@ from spyre_rules.facts.records import tiling_key
 from spyre_rules.facts.registry import Op, Sym, Tiling, fact
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import fixed_tiled_layout
+from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = ["accumulation_dtype", "accumulator_span_bytes", "output_dtype", "reduction_split_dim",
            "reduction_type", "split_extent"]
@@ -49,9 +50,10 @@ def accumulator_span_bytes(op: Op, tile: Tiling) -> int | None:
     size = list(ranges)
     for d, k in key:
         if d < len(size):
-            if size[d] % k:
+            t = tile_extent(size[d], k)
+            if t is None:
                 return None
-            size[d] //= k
+            size[d] = t
     kind = str(data.reduction_type)
     dtype = torch.int64 if kind in _INDEX_REDUCTIONS else accumulation_dtype(op.get_dtype())
     if not dtype.is_floating_point and kind.startswith("welford"):

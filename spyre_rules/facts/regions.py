@@ -29,6 +29,7 @@ from spyre_rules.facts.per_tile import CannotRebuild, OutputView, access_coords
 from spyre_rules.facts.records import as_int, tiling_key
 from spyre_rules.facts.stick_layout import dtype_info
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
+from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = ["effective_layout", "region_output_view", "region_target", "region_write",
            "spans_concatenation_whole"]
@@ -92,10 +93,11 @@ def region_output_view(layout: FixedTiledLayout, write: MemoryDep, position_vars
         var = position_vars[dim] if dim < len(position_vars) else None
         if not isinstance(var, sympy.Symbol) or var not in per_tile:
             return CannotRebuild(f"host dim {dim} of the region write has no loop variable")
-        if sizes[dim] % k or per_tile[var] != sizes[dim]:
-            return CannotRebuild(f"split {k} does not divide host dim {dim} of size {sizes[dim]}")
-        sizes[dim] //= k
-        per_tile[var] //= k
+        tile = tile_extent(sizes[dim], k)
+        if tile is None or per_tile[var] != sizes[dim]:
+            return CannotRebuild(f"split {k} leaves an empty tile of host dim {dim} of size {sizes[dim]}")
+        sizes[dim] = tile
+        per_tile[var] = tile
         steps[var] = per_tile[var]
     try:
         stl, coords = access_coords(layout, write.index, per_tile)

@@ -49,6 +49,7 @@ import sympy
 
 from spyre_rules.facts.breakpoints import breakpoints as _breakpoints
 from spyre_rules.facts.breakpoints import linear_periods as _linear_periods
+from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = [
     "DimSpan",
@@ -431,12 +432,12 @@ def coordinate_span_bound(
     """Sound span bound of one device coordinate, with an exactness flag.
 
     ``split_by_symbol`` maps a symbol to the number of tiles its range is cut
-    into; the per-tile range is ``R // k``.  A range that ``k`` does not divide
-    gives ``None``: tiles would differ in size, and no single per-tile range
-    describes them (the caller must choose legal splits).  ``k < 1`` is a caller
+    into; the per-tile range is the tile extent ``ceil(R / k)`` (``tile_extent``:
+    a shorter last tile is bounded by it).  ``k`` tiles that cannot all be
+    non-empty give ``None``.  ``k < 1`` is a caller
     bug and raises ``ValueError``.  A free symbol with a missing, non-integer or
     empty (``< 1``) range gives ``None``.  ``tile_of_symbol`` measures tile ``t``
-    of a split symbol, ``[t * R // k, (t + 1) * R // k)``, instead of tile 0.
+    of a split symbol, ``[t * T, (t + 1) * T)`` with ``T`` the tile extent, instead of tile 0.
     """
     native, pairs = _normalize(_sympify(coord))
     if not pairs:
@@ -451,9 +452,9 @@ def coordinate_span_bound(
             k = _as_int(raw_k)
             if k is None or k < 1:
                 raise ValueError(f"split count {raw_k!r} for {orig} must be a positive integer")
-            if r % k:
+            r = tile_extent(r, k)
+            if r is None:
                 return None
-            r //= k
             tile = _lookup(tile_of_symbol, orig)
             if tile:
                 starts.append((canon, int(tile) * r))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spyre_rules.errors import LayoutError
+from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = [
     "BYTES_IN_STICK",
@@ -573,8 +574,9 @@ def splits_stick(
     if not _is_int(split) or int(split) < 1:
         raise LayoutError(f"split = {split!r} must be a positive integer")
     k = int(split)
-    if size[dim] % k:
-        raise LayoutError(f"split = {k} does not divide host dim {dim} of size {size[dim]}")
+    tile = tile_extent(size[dim], k)
+    if tile is None:
+        raise LayoutError(f"split = {k} leaves an empty tile of host dim {dim} of size {size[dim]}")
     if k == 1:
         return False
     within = within_stick_host_dim(host_size, host_stride, layout)
@@ -582,4 +584,4 @@ def splits_stick(
         return None
     if dim != within:
         return False
-    return (size[dim] // k) % layout.elems_per_stick != 0
+    return tile % layout.elems_per_stick != 0

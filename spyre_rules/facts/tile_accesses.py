@@ -23,6 +23,7 @@ from spyre_rules.facts.coordinates import access_coordinates, device_coordinates
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.regions import effective_layout
 from spyre_rules.facts.stick_layout import dtype_info
+from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = ["Access", "full_buffer_write", "input_read_accesses", "tiled_accesses", "tiled_ranges"]
 
@@ -39,15 +40,17 @@ class Access:
 def tiled_ranges(ranges: Mapping[Any, Any],
                  per_symbol: Mapping[Any, int]) -> tuple[dict[Any, int], dict[Any, tuple[int, int]]] | None:
     """``(per-tile ranges, steps)`` with ``steps[s] = (per-tile range, tiles)`` for each
-    split symbol; None when a split does not divide its symbol's range."""
+    split symbol (the tile extent, ``tile_extent``); None when ``k`` tiles of a
+    symbol's range cannot all be non-empty."""
     out, steps = {}, {}
     for s, r in ranges.items():
         r, k = int(r), per_symbol.get(s, 1)
-        if r % k:
+        t = tile_extent(r, k)
+        if t is None:
             return None
-        out[s] = r // k
+        out[s] = t
         if k > 1:
-            steps[s] = (r // k, k)
+            steps[s] = (t, k)
     return out, steps
 
 

@@ -40,6 +40,7 @@ from spyre_rules.facts.memo import structural
 from spyre_rules.facts.per_tile import access_coords
 from spyre_rules.facts.records import as_int
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
+from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.verifier import verify_spans
 
 __all__ = ["MAX_POINTS", "TileMotion", "first_untranslated", "iteration_symbols", "is_zero", "loop_steps",
@@ -158,7 +159,8 @@ def loop_steps(symbol_dims: Mapping[Any, int], ranges: Mapping[Any, int],
     ``levels``: per level, outermost first, ``{output host dim: count}``.  A symbol
     driving dim ``d`` walks ``R / prod(counts of d)`` per tile and advances, per
     iteration of level ``l``, that extent times the counts of the deeper levels on
-    ``d`` (nested levels on one dim).  None when the counts do not divide ``R``.
+    ``d`` (nested levels on one dim).  None when the counts do not divide ``R``
+    (one level on ``d`` may leave a shorter last tile: ``tile_extent``).
     """
     tile = dict(ranges)
     steps: list[dict[Any, int]] = [{} for _ in levels]
@@ -169,9 +171,13 @@ def loop_steps(symbol_dims: Mapping[Any, int], ranges: Mapping[Any, int],
         total = math.prod(counts)
         if total == 1:
             continue
-        if ranges[sym] % total:
+        # one level on the dim may leave a shorter last tile (tile_extent); nested
+        # levels on one dim divide it exactly
+        single = sum(count > 1 for count in counts) == 1
+        extent = tile_extent(ranges[sym], total) if single else (
+            None if ranges[sym] % total else ranges[sym] // total)
+        if extent is None:
             return None
-        extent = ranges[sym] // total
         tile[sym] = extent
         for l, count in enumerate(counts):
             if count > 1:

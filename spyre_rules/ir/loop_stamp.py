@@ -14,7 +14,11 @@ Fields, one entry per loop level, outermost first (docs/layout_model.md §5.2):
 * ``tiled_dims`` -- per level, the positions in ``op.data.ranges`` it divides;
 * ``tiled_reduction_dims`` -- per level, the positions in
   ``op.data.reduction_ranges`` it divides (a reduction level: the loop
-  accumulates the op's partial results, docs/accumulation.md).
+  accumulates the op's partial results, docs/accumulation.md);
+* ``last_tiles`` -- per level, aligned with ``tiled_dims``, the extent of the
+  level's last tile of each dim: the tile extent itself when the count divides
+  the dim, shorter for a remainder tile (docs/layout_model.md §5.2), which
+  codegen runs as a peeled last iteration.  Empty: every tile is whole.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "loop_group_id",
     "loop_stamp",
     "loop_tiled_dims",
+    "loop_remainders",
     "loop_tiled_reduction_dims",
     "set_loop_stamp",
 ]
@@ -42,6 +47,7 @@ class LoopStamp:
     counts: tuple[Any, ...]
     tiled_dims: tuple[tuple[int, ...], ...]
     tiled_reduction_dims: tuple[tuple[int, ...], ...]
+    last_tiles: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "group_id", tuple(self.group_id))
@@ -49,6 +55,10 @@ class LoopStamp:
         object.__setattr__(self, "tiled_dims", tuple(tuple(d) for d in self.tiled_dims))
         object.__setattr__(self, "tiled_reduction_dims",
                            tuple(tuple(d) for d in self.tiled_reduction_dims))
+        object.__setattr__(self, "last_tiles", tuple(tuple(int(t) for t in d) for d in self.last_tiles))
+        if self.last_tiles and [len(t) for t in self.last_tiles] != [len(d) for d in self.tiled_dims]:
+            raise ValueError(f"LoopStamp: last_tiles {self.last_tiles} do not align with "
+                             f"tiled_dims {self.tiled_dims}")
         levels = len(self.group_id)
         for name in ("counts", "tiled_dims", "tiled_reduction_dims"):
             if len(getattr(self, name)) != levels:
@@ -59,6 +69,7 @@ class LoopStamp:
     def depth(self) -> int:
         """The number of nested loop levels."""
         return len(self.group_id)
+
 
 
 def set_loop_stamp(op: Any, stamp: LoopStamp) -> None:
@@ -91,3 +102,20 @@ def loop_tiled_reduction_dims(op: Any) -> list[list[int]]:
     """Per level, the ``reduction_ranges`` positions it divides; ``[]`` outside every loop."""
     stamp = loop_stamp(op)
     return [] if stamp is None else [list(d) for d in stamp.tiled_reduction_dims]
+
+
+def loop_remainders(op: Any) -> list[dict[int, int]]:
+    """Per level, ``{data.ranges position: last tile extent}`` of the dims the level
+    tiles with a shorter last tile (a remainder tile); ``[]`` outside every loop.
+    The op's ranges hold the whole tile after coarse tiling."""
+    stamp = loop_stamp(op)
+    if stamp is None:
+        return []
+    if not stamp.last_tiles:
+        return [{} for _ in range(stamp.depth)]
+    ranges = [int(r) for r in op.data.ranges]
+    # a dim with a remainder is tiled by one level only (coarse_tile), so its range
+    # is that level's tile; a dim two levels divide exactly has no remainder
+    once = [d for dims in stamp.tiled_dims for d in dims]
+    return [{d: last for d, last in zip(dims, lasts) if once.count(d) == 1 and last != ranges[d]}
+            for dims, lasts in zip(stamp.tiled_dims, stamp.last_tiles)]

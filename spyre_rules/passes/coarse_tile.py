@@ -76,6 +76,7 @@ from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
+from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.passes.combine import FIELDS, combines, combining_kinds
 
@@ -106,6 +107,8 @@ class _OpPlan:
     counts: list[sympy.Integer]
     tiled: list[list[int]]
     tiled_reduction: list[list[int]]
+    last_tiles: list[list[int]]  # per level, aligned with ``tiled``: the last tile's extent
+    shorter: list[int]  # the dims whose last tile is shorter (remainder tiles)
     ranges: list[int]
     reduction_ranges: list[int]
     layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
@@ -307,6 +310,23 @@ def _check_region(op: Any, old: list[int], new: list[int]) -> None:
             )
 
 
+def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:
+    """The tile extent of ``size`` under ``level``: an exact division, or -- for a
+    planner's level (``GroupLevel``) on an output dim no outer level tiles -- tiles of
+    ``ceil(size / count)`` with a shorter last one (the planner's legality chose it)."""
+    count = level.split
+    if size % count == 0:
+        return size // count
+    tile = tile_extent(size, count)
+    if isinstance(level, GroupLevel) and what == "dim" and size == full and tile is not None:
+        return tile
+    extra = "" if size == full else f" per tile of the outer levels (full size {full})"
+    raise CoarseTileError(
+        f"coarse_tile: {where}: count {count} does not divide {what} {d} "
+        f"(size {size}{extra}) of {op_description(op)}"
+    )
+
+
 def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
     if isinstance(layout, ir.NonOwningLayout):
@@ -352,7 +372,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
         return _OpPlan(op=op, group_id=(index,) + (0,) * (len(levels) - 1),
                        counts=[sympy.Integer(level.split) for level in levels],
                        tiled=[[] for _ in levels], tiled_reduction=[[] for _ in levels],
-                       ranges=[], reduction_ranges=[], layout=None)
+                       last_tiles=[[] for _ in levels], shorter=[], ranges=[], reduction_ranges=[],
+                       layout=None)
     data = getattr(op, "data", None)
     if not isinstance(op, ir.ComputedBuffer) or not isinstance(data, (ir.Pointwise, ir.Reduction)):
         raise CoarseTileError(
@@ -373,6 +394,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
     old_red = list(red)
     tiled: list[list[int]] = []
     tiled_red: list[list[int]] = []
+    last_tiles: list[list[int]] = []
+    shorter: list[int] = []  # dims with a remainder tile
     for li, level in enumerate(levels):
         where = f"group {index} level {li}"
         dims, red_dims = _level_dims(op, level, len(ranges), red, where)
@@ -394,22 +417,29 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
                 f"its reduction dim {red_dims[0]} inside a loop over its reduction dim "
                 f"{min(earlier)}; an index reduction accumulates over one tiled reduction dim"
             )
+        lasts: list[int] = []
+        level_tiles: list[int] = []
         for sizes, full, positions, what in (
             (ranges, old, dims, "dim"), (red, old_red, red_dims, "reduction dim"),
         ):
             for d in positions:
-                if sizes[d] % level.split:
-                    extra = (
-                        "" if sizes[d] == full[d]
-                        else f" per tile of the outer levels (full size {full[d]})"
-                    )
-                    raise CoarseTileError(
-                        f"coarse_tile: {where}: count {level.split} does not divide {what} {d} "
-                        f"(size {sizes[d]}{extra}) of {op_description(op)}"
-                    )
-                sizes[d] //= level.split
+                tile = _tile(op, level, what, sizes[d], full[d], where, d)
+                if what == "dim":
+                    lasts.append(sizes[d] - (level.split - 1) * tile)
+                    level_tiles.append(tile)
+                sizes[d] = tile
         tiled.append(dims)
         tiled_red.append(red_dims)
+        last_tiles.append(lasts)
+        shorter.extend(d for d, last, tile in zip(dims, lasts, level_tiles) if last != tile)
+    for d in shorter:
+        if sum(d in dims for dims in tiled) > 1:
+            # the peeled last iteration clips one level; a dim two levels walk
+            # would leave a different last tile per outer iteration
+            raise CoarseTileError(
+                f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {old[d]}) "
+                "at several levels with a shorter last tile; a dim with a remainder tile is "
+                "tiled by one level")
     layout = _plan_layout(op, old, ranges) if ranges != old else None
     return _OpPlan(
         op=op,
@@ -417,6 +447,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
         counts=[sympy.Integer(level.split) for level in levels],
         tiled=tiled,
         tiled_reduction=tiled_red,
+        last_tiles=last_tiles,
+        shorter=shorter,
         ranges=ranges,
         reduction_ranges=red,
         layout=layout,
@@ -440,9 +472,11 @@ def _apply(plan: _OpPlan) -> None:
                    [sympy.Integer(r) for r in plan.reduction_ranges])
     if not isinstance(op, ir.ConcatKernel):
         drop_caches(op, op.data)
+    remainder = bool(plan.shorter)
     set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
                                  tiled_dims=plan.tiled,
-                                 tiled_reduction_dims=plan.tiled_reduction))
+                                 tiled_reduction_dims=plan.tiled_reduction,
+                                 last_tiles=plan.last_tiles if remainder else ()))
 
 
 def coarse_tile(

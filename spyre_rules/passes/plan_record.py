@@ -153,12 +153,19 @@ class LoopRecord:
     loop_tiled_dims: tuple[tuple[int, ...], ...]
     loop_tiled_reduction_dims: tuple[tuple[int, ...], ...]
     propagation: str
+    #: per level, ``(dim, tile, last tile)`` of each dim with a shorter last tile
+    #: (a remainder tile, docs/layout_model.md §5.2); empty when every tile is whole
+    loop_last_tiles: tuple[tuple[tuple[int, int, int], ...], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"loop_group_id": list(self.loop_group_id), "loop_count": list(self.loop_count),
-                "loop_tiled_dims": _lists(self.loop_tiled_dims),
-                "loop_tiled_reduction_dims": _lists(self.loop_tiled_reduction_dims),
-                "propagation": self.propagation}
+        out = {"loop_group_id": list(self.loop_group_id), "loop_count": list(self.loop_count),
+               "loop_tiled_dims": _lists(self.loop_tiled_dims),
+               "loop_tiled_reduction_dims": _lists(self.loop_tiled_reduction_dims),
+               "propagation": self.propagation}
+        if any(self.loop_last_tiles):
+            out["loop_last_tiles"] = [[{"dim": d, "tile": t, "last": r} for d, t, r in level]
+                                      for level in self.loop_last_tiles]
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

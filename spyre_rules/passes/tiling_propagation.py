@@ -59,6 +59,7 @@ from spyre_rules.ir.loop_stamp import (
     loop_count,
     loop_group_id,
     loop_stamp,
+    loop_remainders,
     loop_tiled_dims,
     loop_tiled_reduction_dims,
     set_loop_stamp,
@@ -188,7 +189,8 @@ def _insert_copy(graph: Any, op: Any, full: _FullLayout) -> Any:
     )
     set_loop_stamp(buf, LoopStamp(group_id=stamp.group_id[:depth], counts=stamp.counts[:depth],
                                   tiled_dims=stamp.tiled_dims[:depth],
-                                  tiled_reduction_dims=[[] for _ in range(depth)]))
+                                  tiled_reduction_dims=[[] for _ in range(depth)],
+                                  last_tiles=stamp.last_tiles[:depth]))
     state = graph_state(graph)
     state.layouts[name] = layout
     description = f"{name} (copy of the {op.get_name()} tile into a full buffer)"
@@ -312,6 +314,9 @@ def tile_groups(graph: Any, groups: Sequence[Any]) -> dict[str, str]:
                 loop_tiled_dims=tuple(tuple(d) for d in loop_tiled_dims(op)),
                 loop_tiled_reduction_dims=tuple(tuple(d) for d in loop_tiled_reduction_dims(op)),
                 propagation=what,
+                loop_last_tiles=tuple(
+                    tuple((d, int(op.data.ranges[d]), last) for d, last in level.items())
+                    for level in loop_remainders(op)),
             ))
     attach_accumulators(graph, [graph.get_buffer(name) for name in done])
     return done

@@ -38,6 +38,8 @@ NAMED_EXCEPTIONS = {
     "MAX_TILE_COMBOS": "work bound of the span verifier's veto (engine/veto.py), which must not depend "
                        "on rules/; beyond it a sound analytic bound is used, so it never admits a plan",
     "MAX_POINTS": "work bound of the span verifier's veto, as MAX_TILE_COMBOS",
+    "LISTED_COUNTS": "how many refused split counts a refusal message spells out (engine/legality.py); "
+                     "message length, not a bound on planning",
 }
 # Example programs are data (shapes and limits of demos), not engine logic.
 NOT_LOGIC = {"examples.py"}

@@ -364,12 +364,18 @@ def test_6_full_buffer_and_per_tile_views_differ(huge):
 # --------------------------------------------------------- 7. stick alignment
 
 
-def test_7_output_stick_alignment_rejects_every_split():
+#: The reference divides exactly or not at all: without the remainder fallback.
+NO_REMAINDER = {"planner.rules": [
+    ("  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n", "")]}
+
+
+def test_7_output_stick_alignment_rejects_every_split(policy):
     """(8192, 49159) + 1: device [769, 8192, 64]; the overflowing coordinate is the
     stick tile count of host dim 1 (the within-stick dim).  49159 = 11 * 41 * 109:
     every divisor up to 4469 leaves tiles that are not whole sticks (49159 is odd), 49159
     is over the cap (docs/layout_model.md §6.5 lists only 11, 4469, 49159: 41 and 109 are
-    divisors too).  Only 1 is legal."""
+    divisors too).  With exact splits only, as the reference plans, only 1 is legal."""
+    policy(NO_REMAINDER)
     ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
     d = decide(ops)
     legal = next(s for s in d.trace if s.section == "legality")
@@ -386,6 +392,19 @@ def test_7_output_stick_alignment_rejects_every_split():
         "(floor(d1/64)) spans 806354944 bytes); host dim 1: splits 11, 41, 109, 451, 1199, 4469 fail "
         "output_sticks_whole (splitting host dim 1 of buf0 11 ways would cut its sticks); split "
         "49159 fails auto_split_cap (automatic split counts are capped at 16384)")
+
+
+def test_7_remainder_tiles_keep_whole_sticks():
+    """The same op with the shipped policy: no exact split is legal, so the remainder
+    counts are tried (docs/layout_model.md §4.5): 4 tiles of 12416 elements (97 x 128,
+    whole sticks), the last 11911, bring the stick coordinate to 194 sticks
+    (203,423,744 bytes), the fewest tiles that fit; 2 tiles of 24704 do not."""
+    ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
+    d = decide(ops)
+    assert d.plan.splits == ((1, 4),)
+    legal = next(s for s in d.trace if s.section == "legality")
+    assert legal.values["fallback"] is True and legal.values["legal"][:4] == [1, 2, 3, 4]
+    assert_span_safe(ops[0], d.plan, LIMIT)
 
 
 def test_7_input_stick_alignment():

@@ -232,7 +232,10 @@ def test_output_coords_records(add):
         )
         tiled = facts.output_coords(op, {1: 5})
         assert tiled[0].span_bytes == 8_192 and tiled[0].total_bytes == 8_192
-        assert facts.output_coords(op, {1: 3}) == [] and not facts.has_output_coords(op, {1: 3})
+        # 3 tiles of 20 rows: 8, 8 and a last tile of 4, measured as a whole tile of 8
+        assert facts.output_coords(op, {1: 3})[0].span_elems == 8
+        # 6 tiles of 20 rows would be tiles of 4: the sixth would be empty
+        assert facts.output_coords(op, {1: 6}) == [] and not facts.has_output_coords(op, {1: 6})
         assert not facts.has_output_coords(op, {0: 2})  # a unit dim cannot be split
 
 

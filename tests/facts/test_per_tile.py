@@ -157,12 +157,16 @@ def test_big_add_output_span_untiled_and_tiled(big_add):
             assert recs[0].total_bytes == 268_533_760
 
 
-def test_big_add_split_that_does_not_divide_has_no_view(big_add):
+def test_big_add_remainder_split_measures_the_whole_tile(big_add):
     (op,) = big_add
     with big_add.graph_context(0):
-        assert not facts.has_output_coords(op, {1: 3})
-        assert facts.output_coords(op, {1: 3}) == []
-        assert "does not divide" in facts.op_facts(op).output_view({1: 3}).reason
+        # 3 tiles of 8195 rows: 2816 rows (22 x 128), the last 2563 (facts/tile_extent.py)
+        (rows,) = [c for c in facts.output_coords(op, {1: 3}) if c.expr == "d0"]
+        assert rows.span_elems == 2816
+        # 8194 tiles of 8195 rows would be tiles of 2: the last would be empty
+        assert not facts.has_output_coords(op, {1: 8194})
+        assert facts.output_coords(op, {1: 8194}) == []
+        assert "leaves an empty tile" in facts.op_facts(op).output_view({1: 8194}).reason
         assert facts.has_output_coords(op, {1: 5}) and facts.has_output_coords(op, {})
 
 
@@ -273,7 +277,8 @@ def test_per_tile_layouts(sizes, tiling, device_size):
 def test_cannot_rebuild_reasons():
     stl = generic_stick_layout([20, 64], [64, 1], FP16)
     assert "not a dim" in per_tile_layout([20, 64], [64, 1], stl, {2: 2}).reason
-    assert "does not divide" in per_tile_layout([20, 64], [64, 1], stl, {0: 3}).reason
+    assert "leaves an empty tile" in per_tile_layout([20, 64], [64, 1], stl, {0: 6}).reason
+    assert per_tile_layout([20, 64], [64, 1], stl, {0: 3})[0] == (8, 64)  # tiles 8, 8, 4
     assert "not a dense permutation" in per_tile_layout([20, 64], [1, 40], stl, {0: 2}).reason
     assert "not static" in per_tile_layout([sympy.Symbol("s"), 64], [64, 1], stl, {0: 2}).reason
     odd = SpyreTensorLayout((10, 64), (7, 1), DataFormat.SEN169_FP16)

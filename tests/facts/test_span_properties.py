@@ -17,6 +17,7 @@ from spyre_rules.facts.spans import (
     coordinate_span_elems,
     per_core_span_bytes,
 )
+from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.verifier import verify_spans
 
 SYMS = sympy.symbols("s0 s1 s2", integer=True, nonnegative=True)
@@ -146,7 +147,15 @@ def test_split_bounds_the_per_tile_range(case, data):
     assert split == coordinate_span_elems(coord, ranges)
     assert split >= true_span(coord, ranges)
     if k > 1 and s in coord.free_symbols:
-        assert coordinate_span_elems(coord, {**ranges, s: ranges[s] * k + 1}, {s: k}) is None
+        # a remainder split measures its whole tile, never less than the exact split's
+        longer = ranges[s] * k + 1
+        tile = tile_extent(longer, k)
+        remainder = coordinate_span_elems(coord, {**ranges, s: longer}, {s: k})
+        if tile is None:  # the last of k tiles would be empty: no per-tile answer
+            assert remainder is None
+        else:
+            assert remainder == coordinate_span_elems(coord, {**ranges, s: tile})
+            assert remainder >= split
 
 
 @CI

@@ -183,8 +183,10 @@ def test_ranges_accept_sympy_integers_and_name_keys():
 def test_split_divides_the_range_exactly_once():
     assert coordinate_span_elems(c0, {c0: 8195}, {c0: 5}) == 1639
     assert coordinate_span_elems(c0, {c0: 8195}, {"c0": 5}) == 1639
-    # not divisible: tiles would differ in size -> no per-tile answer
-    assert coordinate_span_elems(c0, {c0: 8195}, {c0: 2}) is None
+    # not divisible: tiles of 4224 (33 x 128), the last one shorter (3971)
+    assert coordinate_span_elems(c0, {c0: 8195}, {c0: 2}) == 4224
+    # 8194 tiles would leave the last empty -> no per-tile answer
+    assert coordinate_span_elems(c0, {c0: 8195}, {c0: 8194}) is None
     # a split on a symbol the coordinate does not use changes nothing
     assert coordinate_span_elems(c0, {c0: 20, c1: 16}, {c1: 3}) == 20
 
@@ -251,7 +253,8 @@ def test_pointwise_8195_per_tile():
     # the same through a split of the full range
     full = {c0: 8195, c1: 256, c2: 64}
     assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 5}) == 53_706_752
-    assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 2}) is None
+    assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 2}) == 4224 * 256 * 64 * 2
+    assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 8194}) is None
 
 
 SUM_INPUT = [20, 16, 1, 2, 64]

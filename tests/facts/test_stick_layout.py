@@ -326,8 +326,10 @@ def test_splits_stick():
     stick1 = generic_stick_layout([4, 1], [1, 1], "float16")
     assert splits_stick([4, 1], [1, 1], stick1, 0, 2) is None
     assert splits_stick([4, 1], [1, 1], stick1, 0, 1) is False
-    with raises("split = 3 does not divide host dim 0 of size 1024"):
-        splits_stick(*args, 0, 3)
+    assert splits_stick(*args, 0, 3) is False  # tiles of 384 (3 x 128), the last 256
+    assert splits_stick(*args, 0, 5) is True  # tiles of 224 (7 x 32), the last 128
+    with raises("split = 1000 leaves an empty tile of host dim 0 of size 1024"):
+        splits_stick(*args, 0, 1000)
     with raises("split = 0 must be a positive integer"):
         splits_stick(*args, 0, 0)
     with raises("host_dim = 2 is not a host dim in range(0, 2)"):

@@ -37,7 +37,9 @@ def test_the_accumulator_span_follows_the_accumulation_dtype_and_the_output_tile
     assert accumulator_span_bytes(op, {1: 2, 3: 19}) == 2 * 64 * 32 * 4
     assert accumulator_span_bytes(op, {1: 4, 3: 19}) == 2 * 32 * 32 * 4
     assert accumulator_span_bytes(op, {1: 2}) == 0
-    assert accumulator_span_bytes(op, {1: 3, 3: 19}) is None  # 128 rows do not split 3 ways
+    # 3 tiles of 128 rows: a remainder split (48, 48 and 32 rows) measures its whole tile
+    assert accumulator_span_bytes(op, {1: 3, 3: 19}) == 2 * 48 * 32 * 4
+    assert accumulator_span_bytes(op, {1: 127, 3: 19}) is None  # 127 tiles of 128: one empty
     (argmax,) = spyre_rules.capture_operations(lambda x: x.argmax(dim=1),
                                                torch.randn(1, 19, 128, 64).half())
     # the int64 index field is the widest: 16 per stick, [4 sticks, 32 rows, 16] x 8 bytes
