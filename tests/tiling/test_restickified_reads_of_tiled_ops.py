@@ -206,3 +206,24 @@ def test_transposed_copy_of_a_returned_hinted_where_reduces_through_its_resticki
     ]
     assert _reads(specs, "clone") == [["buf4"]]
     assert _reads(specs, "ReStickifyOpHBM") == [["buf1"]]
+
+
+def test_views_of_a_returned_hinted_op_are_re_pointed_to_its_full_copy(_dims):
+    """The outputs t0, t0.t() and t0[2:5] all hold t0's StorageBox; re-pointing rebuilds each
+    output's boxes and views, so all three read the full copy, not t0's last tile."""
+    declare_tensor_dim("A", 8)
+    declare_tensor_dim("B", 64)
+    x = torch.randn(8, 64)
+    name_tensor_dims(x, ["A", "B"])
+
+    def fn(x):
+        with spyre_hint(slices={"A": 2}):
+            t0 = x * 2
+            t1 = t0 + 1
+        return t0, t0.t(), t0[2:5], t1
+
+    compiled = run_spyre(fn, x)
+    for actual, want in zip(compiled.output, fn(x)):
+        assert (actual.shape, actual.stride()) == (want.shape, want.stride())
+        torch.testing.assert_close(actual, want, rtol=0, atol=0)
+    assert [loop_counts(k.specs) for k in compiled.kernels] == [[(2, ["mul", "copy", "add"])]]
