@@ -43,6 +43,7 @@ touching any op, so those errors leave the IR and memory map untouched.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -150,13 +151,35 @@ def _read_full(reader: Any, src: Any, full_name: str, full_layout: Any) -> None:
     drop_caches(reader)
 
 
+def _repointed(node: Any, old: Any, new: Any) -> Any:
+    """``node`` (a graph output) holding ``new`` where it held ``old``: the boxes and views
+    on the way are copies, the originals stay as they are (``node`` itself when it does
+    not hold ``old``)."""
+    if isinstance(node, ir.StorageBox):
+        return ir.StorageBox(new) if node.data is old else node
+    if not isinstance(node, (ir.TensorBox, ir.BaseView)):
+        return node
+    inner = _repointed(node.data, old, new)
+    if inner is node.data:
+        return node
+    rebuilt = copy.copy(node)
+    object.__setattr__(rebuilt, "data", inner)
+    drop_caches(rebuilt)
+    return rebuilt
+
+
 def _repoint_outputs(graph: Any, old: Any, new: Any) -> None:
-    for out in graph.graph_outputs:
-        node = out
-        while isinstance(node, (ir.TensorBox, ir.BaseView)):
-            node = node.data
-        if isinstance(node, ir.StorageBox) and node.data is old:
-            object.__setattr__(node, "data", new)
+    """The graph outputs that hold ``old`` hold its full copy ``new``.
+
+    Only the outputs change: the StorageBox of ``old`` is shared with every view an
+    in-graph reader loads ``old`` through, and a ``ReinterpretView`` names the buffer
+    its box holds when the reader is traced.  Editing that box in place sent the
+    readers inside the loop to the full copy, past the restickified copy they were
+    renamed to (whose plan record then claimed a loop no kernel ran, fuzz 6120:95
+    ``t0.t().contiguous()`` of a hinted output ``t0``) and past the per-tile
+    re-indexing and its in-tile proof (``tile_reads``).
+    """
+    graph.graph_outputs[:] = [_repointed(out, old, new) for out in graph.graph_outputs]
     state = graph_state(graph)
     if old.get_name() in state.host_outputs:
         state.host_outputs.discard(old.get_name())
