@@ -157,3 +157,30 @@ def test_explicit_attention_at_the_issue_scale():
         compiled = run_spyre(_explicit, q, k, v)
     torch.testing.assert_close(compiled.output, _explicit(q, k, v), **TOL)
     assert [_counts(loop) for loop in _loops(compiled)] == [[2], [4, 8]]
+
+
+def _masks(s):
+    gen = torch.Generator().manual_seed(3)
+    return {
+        "float_1_1": (torch.randn(1, 1, s, s, generator=gen) * 2).half(),
+        "bool_1_1": torch.rand(1, 1, s, s, generator=gen) > 0.3,
+        "float_per_head": (torch.randn(1, 4, s, s, generator=gen) * 2).half(),
+    }
+
+
+@pytest.mark.parametrize("mask", ["float_1_1", "bool_1_1", "float_per_head"])
+def test_sdpa_with_a_mask_at_the_issue_scale(mask):
+    """SDPA with the 4-D masks models pass ([B, 1, L, S] float or bool, a per-head float
+    mask) on (1, 4, 512, 64) fp16 at 128 KiB: the mask's rows are outermost like the
+    scores', so the mask add joins the attention loop tile by tile; equal eager."""
+    q, k, v = _qkv(512, seed=2)
+    m = _masks(512)[mask]
+
+    def fn(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    with _auto(128 * KiB):
+        compiled = run_spyre(fn, q, k, v, m)
+    torch.testing.assert_close(compiled.output, fn(q, k, v, m), **TOL)
+    (attention,) = [loop for loop in _loops(compiled) if _ops(loop).count("batchmatmul") == 2]
+    assert _counts(attention) == [4, 8]
