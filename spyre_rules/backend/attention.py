@@ -85,11 +85,25 @@ def _math_attention(query: Any, key: Any, value: Any, is_causal: bool, attn_mask
     kt = k.transpose(-2, -1) * factor
     scores = batchmatmul(q.expand(*batch, *q.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]))
     if attn_mask is not None:
-        scores = scores + attn_mask
+        scores = scores + _rows_outermost(attn_mask)
     attn = aten._safe_softmax.default(scores, -1)
     batch = list(torch.broadcast_shapes(attn.shape[:-2], v.shape[:-2]))
     output = batchmatmul(attn.expand(*batch, *attn.shape[-2:]), v.expand(*batch, *v.shape[-2:]))
     return output.to(origin), attn.to(origin)
+
+
+def _rows_outermost(mask: Any) -> Any:
+    """A mask of rank below 4 (``[L, S]``, ``[N, L, S]``) as a 4-D copy.
+
+    Its own layout would keep every query row inside each column stick (the
+    generic stick layout of a 2-D ``[L, S]`` tensor is ``[S / stick, L, stick]``,
+    ``_causal_mask``), so a query block of the scores would read the whole mask and
+    the mask add could not share the attention loop.  The copy is laid out 4-D,
+    rows outermost like the scores'; the copy itself tiles by rows and sticks.
+    """
+    if mask.dim() >= 4:
+        return mask
+    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)).clone()
 
 
 def _causal_mask(rows: int, cols: int, dtype: Any, device: Any) -> Any:

@@ -165,14 +165,18 @@ def _masks(s):
         "float_1_1": (torch.randn(1, 1, s, s, generator=gen) * 2).half(),
         "bool_1_1": torch.rand(1, 1, s, s, generator=gen) > 0.3,
         "float_per_head": (torch.randn(1, 4, s, s, generator=gen) * 2).half(),
+        "float_2d": (torch.randn(s, s, generator=gen) * 2).half(),
+        "bool_2d": torch.rand(s, s, generator=gen) > 0.3,
     }
 
 
-@pytest.mark.parametrize("mask", ["float_1_1", "bool_1_1", "float_per_head"])
+@pytest.mark.parametrize("mask", ["float_1_1", "bool_1_1", "float_per_head", "float_2d", "bool_2d"])
 def test_sdpa_with_a_mask_at_the_issue_scale(mask):
     """SDPA with the 4-D masks models pass ([B, 1, L, S] float or bool, a per-head float
     mask) on (1, 4, 512, 64) fp16 at 128 KiB: the mask's rows are outermost like the
-    scores', so the mask add joins the attention loop tile by tile; equal eager."""
+    scores', so the mask add joins the attention loop tile by tile; equal eager.  A 2-D
+    [L, S] mask (its own layout keeps every row inside each column stick) is copied 4-D
+    first (``backend/attention.py``, ``_rows_outermost``), in a loop of its own."""
     q, k, v = _qkv(512, seed=2)
     m = _masks(512)[mask]
 
