@@ -41,7 +41,9 @@ ranges of a Reduction names a reduction dim.
 Everything is validated for *all* groups before the first op is touched, so an
 error (``CoarseTileError``: a ``RuntimeError`` naming the op, dim and count)
 leaves the IR as it was: non-contiguous group, op in two groups or already tiled,
-count not dividing a dim, a reduction dim of a reduction whose partial results
+count not dividing a dim (a planner level -- ``GroupLevel`` -- on an output dim
+one level tiles may leave a shorter last tile instead: ``facts/tile_extent.py``,
+stamped as ``LoopStamp.last_tiles``; codegen peels it), a reduction dim of a reduction whose partial results
 cannot be combined (``passes/combine.py``), a reduction level outside an output
 level of the same op (the accumulator would have to hold every outer tile), an
 argmax / argmin tiled on two different reduction dims (its tile offsets are one
@@ -313,7 +315,7 @@ def _check_region(op: Any, old: list[int], new: list[int]) -> None:
 def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:
     """The tile extent of ``size`` under ``level``: an exact division, or -- for a
     planner's level (``GroupLevel``) on an output dim no outer level tiles -- tiles of
-    ``ceil(size / count)`` with a shorter last one (the planner's legality chose it)."""
+    ``tile_extent(size, count)`` with a shorter last one (the planner's legality chose it)."""
     count = level.split
     if size % count == 0:
         return size // count

@@ -19,6 +19,7 @@ from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.loop_stamp import (
     loop_count,
     loop_group_id,
+    loop_remainders,
     loop_stamp,
     loop_tiled_dims,
     loop_tiled_reduction_dims,
@@ -177,6 +178,36 @@ def test_span_overflow_style_hint_group(capture):
     assert loop_tiled_dims(op) == [[1]]
     assert loop_tiled_reduction_dims(op) == [[]]
     assert device(op) == ([1639, 256, 1, 1, 64], [16384, 64, -1, -1, 1])
+
+
+def test_planner_level_with_a_remainder_tile(capture):
+    """A planner level (hint-id form) whose count does not divide the dim: tiles of the
+    tile extent, the last one shorter, stamped (docs/layout_model.md §5.2).  x + y on
+    (1, 8195, 256, 64) in 2 tiles: 4224 rows (33 x 128), the last 3971."""
+    x = torch.empty(1, 8195, 256, 64, dtype=torch.float16)
+    (op,) = capture(lambda x, y: x + y, x, x.clone())
+    op.dim_hints = [DimHint(["_span_overflow"], 2, sympy.Symbol("d1"), False, 10000, 1)]
+    coarse_tile([op], [([op], [(10000, sympy.Integer(2), False)])])
+    assert op.data.ranges == [1, 4224, 256, 64]
+    assert loop_count(op) == [2] and loop_tiled_dims(op) == [[1]]
+    assert loop_stamp(op).last_tiles == ((3971,),)
+    assert loop_remainders(op) == [{1: 3971}]
+    assert device(op) == ([4224, 256, 1, 1, 64], [16384, 64, -1, -1, 1])
+
+
+def test_a_remainder_dim_is_tiled_by_one_level(capture):
+    """Two planner levels on one dim, the outer with a remainder: refused, nothing changed."""
+    x = torch.empty(1, 8195, 256, 64, dtype=torch.float16)
+    (op,) = capture(lambda x, y: x + y, x, x.clone())
+    before = state(op)
+    op.dim_hints = [DimHint(["_span_overflow"], 2, sympy.Symbol("d1"), False, 10000, 1),
+                    DimHint(["_span_overflow"], 2, sympy.Symbol("d1"), False, 10001, 1)]
+    with pytest.raises(CoarseTileError) as info:
+        coarse_tile([op], [([op], [(10000, sympy.Integer(2), False), (10001, sympy.Integer(2), False)])])
+    assert str(info.value) == (
+        f"coarse_tile: group 0: {op_description(op)} tiles dim 1 (size 8195) at several levels "
+        "with a shorter last tile; a dim with a remainder tile is tiled by one level")
+    assert state(op) == before and loop_stamp(op) is None
 
 
 def named_sum_input():
