@@ -37,7 +37,7 @@ def peel_last_tile(loop: LoopSpec, level: int,
     if not _has_tail(loop.body, level, tails):
         return [loop]
     count = int(loop.count)
-    first = int(getattr(loop, "first", 0))
+    first = int(loop.first)
     return [LoopSpec(count=sympy.Integer(count - 1), body=loop.body, first=first),
             LoopSpec(count=sympy.Integer(1), body=_clip(loop.body, level, tails),
                      first=first + count - 1)]
@@ -63,7 +63,7 @@ def _clip(items: list[Any], level: int, tails: Mapping[int, list[dict[Any, int]]
     for item in items:
         if isinstance(item, LoopSpec):
             out.append(LoopSpec(count=item.count, body=_clip(item.body, level, tails),
-                                first=getattr(item, "first", 0)))
+                                first=item.first))
         else:
             out.append(_clip_spec(item, _level_tail(item, level, tails)))
     return out
@@ -81,5 +81,4 @@ def _clip_spec(spec: OpSpec, last: dict[Any, int]) -> OpSpec:
         s: ((sympy.Integer(last[s]), split) if s in last else (r, split))
         for s, (r, split) in spec.iteration_space.items()
     }
-    new.tiled_symbols = [list(row) for row in spec.tiled_symbols]
     return new

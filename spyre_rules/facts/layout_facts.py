@@ -14,6 +14,7 @@ from spyre_rules.facts.records import as_int as _int
 from spyre_rules.facts.registry import Layout, fact
 from spyre_rules.facts.snapshot import layout_fingerprint
 from spyre_rules.facts.stick_layout import within_stick_host_dim
+from spyre_rules.facts.tile_extent import tile_counts as _tile_counts
 from spyre_rules.facts.tile_extent import tile_extent as _tile_extent
 
 __all__ = ["divisors", "host_size", "stick_elems", "tile_counts", "within_stick_dim"]
@@ -81,20 +82,10 @@ def divisors(n: int) -> list[int]:
 
 @fact
 def tile_counts(n: int) -> list[int]:
-    """Every count ``k >= 1`` whose ``k`` tiles of ``ceil(n / k)`` elements are all
-    non-empty (``(k - 1) * ceil(n / k) < n``), ascending; the divisors are among them.
-
-    They are exactly the values ``ceil(n / t)`` over tile extents ``t`` in 1..n (a
-    valid ``k`` has ``t = ceil(n / k)`` and ``k = ceil(n / t)``), of which there are
-    about ``2 * sqrt(n)``: those of ``t <= sqrt(n)``, and the small ``k`` tested
-    directly (``t > sqrt(n)`` gives ``k <= sqrt(n) + 1``)."""
+    """Every count ``k >= 1`` whose ``k`` tiles of ``n`` are all non-empty, ascending
+    (``facts/tile_extent.py``; the divisors are among them, empty for n < 1)."""
     v = _int(n)
-    if v is None or v < 1:
-        return []
-    r = math.isqrt(v) + 1
-    found = {-(-v // t) for t in range(1, r + 1)}
-    found.update(k for k in range(1, r + 1) if (k - 1) * -(-v // k) < v)
-    return sorted(found)
+    return [] if v is None else _tile_counts(v)
 
 
 @fact

@@ -19,7 +19,9 @@ translated whole tile, so every span it has is bounded by the whole tile's.
 
 from __future__ import annotations
 
-__all__ = ["GRAINS", "last_tile_extent", "tile_extent"]
+import math
+
+__all__ = ["GRAINS", "last_tile_extent", "tile_counts", "tile_extent"]
 
 #: Tile grains tried for a remainder split, coarsest first (128 bytes is a stick:
 #: 128 int8, 64 fp16, 32 fp32 elements).
@@ -37,6 +39,22 @@ def tile_extent(n: int, k: int) -> int | None:
         if (k - 1) * tile < n:
             return tile
     return None
+
+
+def tile_counts(n: int) -> list[int]:
+    """Every count ``k >= 1`` with a tile extent (``k`` tiles of ``n`` all non-empty),
+    ascending; the divisors are among them.
+
+    They are exactly the values ``ceil(n / t)`` over tile extents ``t`` in 1..n (a
+    valid ``k`` has ``t = ceil(n / k)`` and ``k = ceil(n / t)``), of which there are
+    about ``2 * sqrt(n)``: those of ``t <= sqrt(n)``, and the small ``k`` tested
+    directly (``t > sqrt(n)`` gives ``k <= sqrt(n) + 1``)."""
+    if n < 1:
+        return []
+    r = math.isqrt(n) + 1
+    found = {-(-n // t) for t in range(1, r + 1)}
+    found.update(k for k in range(1, r + 1) if tile_extent(n, k) is not None)
+    return sorted(found)
 
 
 def last_tile_extent(n: int, k: int) -> int | None:

@@ -71,18 +71,24 @@ def test_fp32_stick_dim_remainder():
     assert _ranges(last.body[0]) == {"c0": 3, "c1": 6}
 
 
+def _lm_head(rows, hidden, vocab, limit, seed, scale):
+    """F.linear(x[rows, hidden], W[vocab, hidden]) fp16 compiled at ``limit``, checked
+    equal to eager; its top-level loops."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, hidden, generator=gen).half()
+    w = (torch.randn(vocab, hidden, generator=gen) * scale).half()
+    with _auto(limit):
+        compiled = run_spyre(F.linear, x, w)
+    torch.testing.assert_close(compiled.output, F.linear(x, w), **TOL)
+    return _top_loops(compiled)
+
+
 def test_lm_head_vocabulary_with_no_stick_divisor():
     """F.linear(x[64, 256], W[1000, 256]) fp16 at 32 KiB: the restickified weight
     [256, 1000] (16 sticks of vocabulary, the last 40 words) and the logits tile by
     16 vocabulary blocks, the weight's k in 4 accumulated blocks inside: 15 whole
     blocks of 64 words, then one of 40."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 256, generator=gen).half()
-    w = (torch.randn(1000, 256, generator=gen) * 0.05).half()
-    with _auto(32 * KiB):
-        compiled = run_spyre(F.linear, x, w)
-    torch.testing.assert_close(compiled.output, F.linear(x, w), **TOL)
-    (whole, last) = _top_loops(compiled)
+    (whole, last) = _lm_head(64, 256, 1000, 32 * KiB, seed=0, scale=0.05)
     assert _shape(whole) == (0, 15, [(0, 4, [])])
     assert _shape(last) == (15, 1, [(0, 4, [])])
     ranges = {spec.op: _ranges(spec) for spec in iter_op_specs(last.body)}
@@ -95,13 +101,7 @@ def test_prime_vocabulary_lm_head():
     """GPT-2's vocabulary 50257 is prime (786 sticks, the last 17 words): the LM head
     of a 64-wide hidden state at 1 MiB takes 7 tiles of 7296 words (57 x 128), the
     last 6481, its restickify and batchmatmul in one loop, and equals eager."""
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(8, 64, generator=gen).half()
-    w = (torch.randn(50257, 64, generator=gen) * 0.1).half()
-    with _auto(1024 * KiB):
-        compiled = run_spyre(F.linear, x, w)
-    torch.testing.assert_close(compiled.output, F.linear(x, w), **TOL)
-    (whole, last) = _top_loops(compiled)
+    (whole, last) = _lm_head(8, 64, 50257, 1024 * KiB, seed=1, scale=0.1)
     assert _shape(whole) == (0, 6, []) and _shape(last) == (6, 1, [])
     assert [(s.op, _ranges(s)) for s in last.body] == [
         ("ReStickifyOpHBM", {"c0": 6481, "c1": 64}),
