@@ -1,17 +1,18 @@
 """Wrapper code of a host step (backend/host_steps.py).
 
 ``Scheduler.codegen_extern_call`` (patched by the context) writes Inductor's own
-host call of the ExternKernel, framed by our transfers::
+host call of the ExternKernel, after the transfers of its inputs::
 
     # host step buf2 (aten ops: tanh): aten.tanh has no Spyre lowering (...)
     buf1 = rules_to_host(spyre_device, TensorPlacement(name='buf1', ...))
     buf2 = torch.ops.aten.tanh.default(buf1)
-    rules_to_device(spyre_device, TensorPlacement(name='buf2', ...), buf2)
 
-An input is unstickified only when it lives in device memory alone: graph
-inputs, constants, graph outputs (their kernels already copied them back) and
-other host steps' outputs are host tensors already.  A tiled op's tile read by
-a host step is read from its full-size copy (``state.host_renames``).
+An input is unstickified when its host copy is stale at that point of the
+wrapper (``backend/residency.py``): its last write was a Spyre kernel's.  Its
+outputs, and the buffers it mutates, are stickified right before the next kernel
+that reads them (``rules_to_device``, written by ``backend/scheduling.py``).  A
+tiled op's tile read by a host step is read from its full-size copy
+(``state.host_renames``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from torch._inductor.virtualized import V
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.passes.host_boundaries import read_names
+from spyre_rules.backend.residency import (host_copy_taken, host_step_wrote, mutated_names,
+                                           stale_on_host, written_names)
 from spyre_rules.codegen.source import HOST_STEP_IMPORTS, placement_source
 
 __all__ = ["make_codegen_extern_call", "host_tensor_names"]
@@ -40,13 +43,13 @@ def host_tensor_names(state: Any) -> set[str]:
 
 
 def _inputs_from_device(op: Any, state: Any) -> list[tuple[str, str]]:
-    """(wrapper variable, device buffer) of each input to unstickify."""
-    on_host = host_tensor_names(state)
+    """(wrapper variable, device buffer) of each input to unstickify: those whose
+    host copy is stale at this point of the wrapper (backend/residency.py)."""
     out = []
-    for name in read_names(op):
-        if name in on_host or name not in state.layouts:
-            continue
+    for name in dict.fromkeys([*read_names(op), *mutated_names(op)]):
         source = state.host_renames.get(name, name)
+        if not stale_on_host(state, source):
+            continue
         layout = state.layouts[source]
         if "hbm" not in layout.allocation or getattr(layout, "per_tile_fixed", False):
             raise UnsupportedGraph(
@@ -80,10 +83,9 @@ def make_codegen_extern_call(original: Any) -> Any:
             wrapper.writeline(
                 f"{var} = rules_to_host({DEVICE_VAR}, {placement_source(placement(source, state))})"
             )
+            host_copy_taken(state, source)
         original(self, scheduler_node)
-        for name in state.host_stickify.get(op.get_name(), []):
-            wrapper.writeline(
-                f"rules_to_device({DEVICE_VAR}, {placement_source(placement(name, state))}, {name})"
-            )
+        # Stickified lazily, before the next kernel that reads them (backend/scheduling.py).
+        host_step_wrote(state, written_names(op))
 
     return codegen_extern_call

@@ -24,6 +24,7 @@ from torch._inductor.utils import OrderedSet
 from torch._inductor.virtualized import V
 
 from spyre_rules.backend.host_steps import retry_on_host
+from spyre_rules.backend.residency import kernel_wrote, stale_on_device, written_names
 from spyre_rules.codegen import source
 from spyre_rules.codegen.accumulate import accumulation_specs
 from spyre_rules.codegen.build import build_op_spec, output_positions, tail_ranges
@@ -128,6 +129,14 @@ def _build_specs(nodes: list[Any], kernel: Any, state: RulesGraphState, depth: i
     return specs
 
 
+def _kernel_writes(snodes: list[Any], state: RulesGraphState) -> list[str]:
+    names: list[str] = []
+    for sn in snodes:
+        for name in written_names(sn.node):
+            names.append(state.regions.get(name, name))  # a region writes its concatenation
+    return names
+
+
 class RulesScheduling(BaseScheduling):
     def get_backend_features(self, device: Any) -> OrderedSet:
         return OrderedSet()
@@ -188,6 +197,11 @@ class RulesScheduling(BaseScheduling):
         for sn in snodes:
             sn.mark_run()
         self.codegen_comment(snodes, name)
+        for stale in stale_on_device(state, call_args):  # last written by a host step
+            wrapper.writeline(f"rules_to_device({DEVICE_VAR}, "
+                              f"{source.placement_source(placement(stale, state))}, {stale})")
         wrapper.writeline(f"{name}.run({', '.join(call_args)})")
+        kernel_wrote(state, _kernel_writes(snodes, state),
+                     [placement.name for placement in unstickify.values()])
         state.kernels.append((name, specs))
         self.free_buffers_in_scheduler()

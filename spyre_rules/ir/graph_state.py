@@ -51,8 +51,13 @@ class RulesGraphState:
     #: op name -> {"description", "reason"} of every host step (backend/host_steps.py),
     #: in graph order; empty unless the graph is partitioned (fallback='eager').
     host_steps: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    #: host step name -> the buffers it writes that Spyre ops read (stickified after it).
+    #: host step name -> the buffers it writes that Spyre ops read (each gets a device
+    #: segment; backend/residency.py decides when it is stickified).
     host_stickify: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: buffers whose host copy is older than their device copy, and the reverse, at the
+    #: point of the wrapper written so far (backend/residency.py).
+    host_stale: set[str] = dataclasses.field(default_factory=set)
+    device_stale: set[str] = dataclasses.field(default_factory=set)
     #: buffer -> the full-size copy a host step reads instead (a tiled op read both
     #: inside its loop and by a host step; passes/tiling_propagation.py).
     host_renames: dict[str, str] = dataclasses.field(default_factory=dict)
