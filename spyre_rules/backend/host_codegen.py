@@ -78,7 +78,7 @@ def make_codegen_extern_call(original: Any) -> Any:
             for line in HOST_STEP_IMPORTS:
                 wrapper.imports.writeline(line)
             setattr(wrapper, _IMPORTED, True)
-        wrapper.writeline(f"# host step {step['description']}: {step['reason']}")
+        wrapper.writeline(f"# {step.get('kind', 'host step')} {step['description']}: {step['reason']}")
         for var, source in _inputs_from_device(op, state):
             wrapper.writeline(
                 f"{var} = rules_to_host({DEVICE_VAR}, {placement_source(placement(source, state))})"

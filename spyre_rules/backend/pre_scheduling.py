@@ -30,6 +30,7 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules.backend.dead_ops import drop_dead_ops
+from spyre_rules.backend.collectives import register_collective_steps
 from spyre_rules.backend.host_steps import (
     active_plan,
     host_step_layouts,
@@ -44,7 +45,7 @@ from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.op_identity import op_kind
-from spyre_rules.passes.plan_record import OpPlanRecord
+from spyre_rules.passes.plan_record import HOST_STEP_KIND, OpPlanRecord
 from spyre_rules.program.memory_map import MemoryMap
 
 __all__ = [
@@ -128,7 +129,8 @@ def host_step_records(graph: Any, state: Any) -> None:
         step = state.host_steps.get(op.get_name())
         if step is None:
             continue
-        record = OpPlanRecord.open_host_step(op.get_name(), step["description"], step["reason"])
+        record = OpPlanRecord.open_host_step(op.get_name(), step["description"], step["reason"],
+                                             kind=step.get("kind", HOST_STEP_KIND))
         if op.get_name() in state.layouts:
             record = record.with_layout(layout_record(state.layouts[op.get_name()]))
         state.plan[op.get_name()] = record
@@ -144,6 +146,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     if state.prepared:
         return
     drop_dead_ops(graph, state.regions)
+    register_collective_steps(graph, state)
     plan = active_plan()
     if plan is None:
         check_supported(graph)

@@ -13,6 +13,7 @@ from typing import Any
 import sympy
 from torch._inductor import ir
 
+from spyre_rules.backend.collectives import is_collective
 from spyre_rules.backend.concat import region_base
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.ir_edit import op_description
@@ -87,6 +88,8 @@ def concat_names(graph: Any) -> frozenset[str]:
 def op_refusal(op: Any, concats: frozenset[str] = frozenset()) -> str | None:
     """Why ``op`` cannot be lowered to the Spyre program (None: it can be tried)."""
     what = op_description(op)
+    if is_collective(op):
+        return None  # a collective step of the program (backend/collectives.py)
     if isinstance(op, ir.ConcatKernel):
         try:
             static_ints(op.get_size(), "size", op)

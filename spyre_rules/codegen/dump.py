@@ -25,6 +25,7 @@ from typing import Any
 
 from spyre_rules import config
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files
+from spyre_rules.passes.plan_record import COLLECTIVE_STEP_KIND, HOST_STEP_KIND
 
 __all__ = ["dump_graph", "dump_sizes", "plan_json"]
 
@@ -53,13 +54,21 @@ def _new_folder(root: Path) -> Path:
             n += 1
 
 
+def _steps(state: Any, kind: str) -> dict[str, dict[str, str]]:
+    steps = getattr(state, "host_steps", {}) or {}
+    return {name: {"description": step["description"], "reason": step["reason"]}
+            for name, step in steps.items() if step.get("kind", HOST_STEP_KIND) == kind}
+
+
 def plan_json(graph: Any, state: Any, name: str) -> str:
     """``plan.json``'s text; ``name`` names the graph when Inductor gave it none."""
     plan = {
         "graph": getattr(graph, "name", None) or name,
         "ops": [record.as_dict() for record in state.plan.values()],
         # ops run on the host (backend/host_steps.py): name -> description, reason
-        "host_steps": dict(getattr(state, "host_steps", {}) or {}),
+        "host_steps": _steps(state, HOST_STEP_KIND),
+        # collectives between the kernels (backend/collectives.py): the same fields
+        "collective_steps": _steps(state, COLLECTIVE_STEP_KIND),
         "memory_map": state.memory.to_json() if state.memory is not None else None,
     }
     sizes = _SIZES.get()

@@ -41,7 +41,7 @@ from typing import Any
 
 from spyre_rules.engine.records import NO_PLAN
 
-__all__ = ["CONSTRUCTORS", "COPY_WRITER", "Decision", "FIELD_WRITERS", "WRITER_METHODS", "LoopRecord", "NO_PLAN", "OpPlanRecord", "UNSET"]
+__all__ = ["COLLECTIVE_STEP_KIND", "HOST_STEP_KIND", "CONSTRUCTORS", "COPY_WRITER", "Decision", "FIELD_WRITERS", "WRITER_METHODS", "LoopRecord", "NO_PLAN", "OpPlanRecord", "UNSET"]
 
 
 class _Unset:
@@ -62,6 +62,9 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
+
+HOST_STEP_KIND = "host step"
+COLLECTIVE_STEP_KIND = "collective step"  # backend/collectives.py
 
 #: field -> the one module that writes it (constructing a record writes op/description/kind).
 FIELD_WRITERS: dict[str, str] = {
@@ -196,10 +199,13 @@ class OpPlanRecord:
                    writes_region_of=UNSET if writes_region_of is None else writes_region_of)
 
     @classmethod
-    def open_host_step(cls, op: str, description: str, reason: str) -> "OpPlanRecord":
-        """A host step's record: it runs on the host, for ``reason``."""
-        return cls(op, description, "host step", host_step=True,
-                   decision=Decision(decision="host", reason=reason))
+    def open_host_step(cls, op: str, description: str, reason: str,
+                       kind: str = HOST_STEP_KIND) -> "OpPlanRecord":
+        """A host step's record: it runs on the host, for ``reason``.  A collective step
+        (backend/collectives.py) runs outside the kernels too: decision "collective"."""
+        decision = "host" if kind == HOST_STEP_KIND else "collective"
+        return cls(op, description, kind, host_step=True,
+                   decision=Decision(decision=decision, reason=reason))
 
     def with_split_at_host_steps(self, names: list[str]) -> "OpPlanRecord":
         return dataclasses.replace(self, split_at_host_steps=tuple(names))

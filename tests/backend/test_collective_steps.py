@@ -1,5 +1,5 @@
-"""Functional collectives run as host steps between program ops (fallback='eager'),
-two gloo ranks launched by the test.
+"""Functional collectives are collective steps of the program under either fallback
+(backend/collectives.py), two gloo ranks launched by the test.
 
 A collective's output is ready only after its ``wait_tensor``, which Inductor lowers to a
 separate in-place step: the gathered buffer must be stickified for the program after the
@@ -11,6 +11,7 @@ rank or both, varying run to run.
 
 from __future__ import annotations
 
+import json
 import socket
 import warnings
 
@@ -46,7 +47,28 @@ def _all_reduce(x, rank):
     return fc.all_reduce(x * (rank + 2), "sum", dist.group.WORLD) * 3
 
 
+def _tensor_parallel_mlp(x, rank):
+    # Column- then row-parallel: each rank holds half the hidden units.
+    import torch.distributed._functional_collectives as fc
+
+    w1, w2 = WEIGHTS
+    part = w1.shape[0] // WORLD
+    a, b = w1[rank * part:(rank + 1) * part], w2[:, rank * part:(rank + 1) * part]
+    return fc.all_reduce(torch.nn.functional.gelu(x @ a.T) @ b.T, "sum", dist.group.WORLD)
+
+
+g = torch.Generator().manual_seed(1)
+WEIGHTS = (torch.randn(256, 64, generator=g) / 8, torch.randn(64, 256, generator=g) / 16)
+
+
+CASES = {"all_gather": _gather_rows, "reduce_scatter": _reduce_scatter,
+         "all_reduce": _all_reduce, "tensor_parallel_mlp": _tensor_parallel_mlp}
+
+
 def _expected(name, x, rank):
+    if name == "tensor_parallel_mlp":
+        w1, w2 = WEIGHTS
+        return torch.nn.functional.gelu(x @ w1.T) @ w2.T
     if name == "all_gather":
         return x * 2 + 1
     if name == "reduce_scatter":
@@ -65,16 +87,20 @@ def _rank_main(rank, port, dump, results):
 
     out = {}
     try:
-        for name, fn in (("all_gather", _gather_rows), ("reduce_scatter", _reduce_scatter),
-                         ("all_reduce", _all_reduce)):
-            torch.manual_seed(0)
-            x = torch.randn(2, 48, 192) if name == "all_gather" else torch.randn(8, 40)
-            torch._dynamo.reset()
-            with torch.no_grad(), warnings.catch_warnings(), \
-                    config.patch(dump_dir=f"{dump}/{name}{rank}"):
-                warnings.simplefilter("ignore")
-                got = torch.compile(lambda t: fn(t, rank), backend="spyre_rules", fullgraph=True)(x)
-            out[name] = (got - _expected(name, x, rank)).abs().max().item()
+        for fallback in ("eager", "error"):
+            for name, fn in CASES.items():
+                torch.manual_seed(0)
+                x = {"all_gather": torch.randn(2, 48, 192),
+                     "tensor_parallel_mlp": torch.randn(2, 16, 64)}.get(name, torch.randn(8, 40))
+                torch._dynamo.reset()
+                with torch.no_grad(), warnings.catch_warnings(record=True) as seen, \
+                        config.patch(dump_dir=f"{dump}/{name}-{fallback}-{rank}", fallback=fallback):
+                    warnings.simplefilter("always")
+                    got = torch.compile(lambda t: fn(t, rank), backend="spyre_rules",
+                                        fullgraph=True)(x)
+                host = [str(w.message) for w in seen if "on the host" in str(w.message)]
+                error = (got - _expected(name, x, rank)).abs().max().item()
+                out[name, fallback] = (round(error, 5), host)
         results.put((rank, out))
     except Exception as exc:  # reported to the test, which fails naming it
         results.put((rank, repr(exc)))
@@ -93,10 +119,19 @@ def test_collectives_between_program_ops_equal_eager_on_every_rank(tmp_path):
     got = dict(results.get(timeout=600) for _ in procs)
     for p in procs:
         p.join(60)
-    assert got == {r: {"all_gather": 0.0, "reduce_scatter": 0.0, "all_reduce": 0.0}
-                   for r in range(WORLD)}
+    # Equal to eager (the MLP to one process, within fp32 rounding of the split sums),
+    # no host step under either fallback.
+    assert got == {r: {(name, fallback): (0.0, []) for fallback in ("eager", "error")
+                       for name in CASES} for r in range(WORLD)}
+    plan = json.loads(next((tmp_path / "all_gather-error-0").glob("graph_*/plan.json")).read_text())
+    assert plan["host_steps"] == {}
+    assert {s["reason"] for s in plan["collective_steps"].values()} == {
+        "all_gather_into_tensor on the rank's process group",
+        "wait_tensor on the rank's process group"}
+    assert [(r["kind"], r["decision"]) for r in plan["ops"] if r.get("host_step")] == [
+        ("collective step", "collective")] * 2
     # The gathered rows reach the program after the wait, not when the gather is issued.
-    wrapper = next((tmp_path / "all_gather0").glob("graph_*/wrapper.py")).read_text()
+    wrapper = next((tmp_path / "all_gather-eager-0").glob("graph_*/wrapper.py")).read_text()
     lines = [line.strip() for line in wrapper[wrapper.index("def call"):].splitlines()]
     issued = next(i for i, l in enumerate(lines) if "all_gather_into_tensor.default(" in l)
     waited = next(i for i, l in enumerate(lines) if "wait_tensor.default(" in l)
