@@ -16,6 +16,7 @@ import torch
 from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
+from spyre_rules.backend.in_place import in_place_target
 from spyre_rules.backend.support import static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
@@ -79,6 +80,13 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
     state.regions = region_bases(graph)
     for op in graph.operations:
         if not isinstance(op, ir.ComputedBuffer):
+            continue
+        target = in_place_target(op)
+        if target is not None:
+            # Writes its target in place (backend/in_place.py): the target's layout
+            # and allocation; its MutationLayout stays (Inductor indexes through it).
+            state.in_place[op.get_name()] = target
+            state.layouts[op.get_name()] = state.layouts[target]
             continue
         base = state.regions.get(op.get_name())
         if base is not None:

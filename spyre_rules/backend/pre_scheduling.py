@@ -105,7 +105,7 @@ def plan_memory(graph: Any, state: RulesGraphState) -> None:
     names = list(state.host_inputs)
     for op in graph.operations:
         if isinstance(op, (ir.ComputedBuffer, ir.ConcatKernel)):
-            if op.get_name() not in state.regions:
+            if op.get_name() not in state.regions and op.get_name() not in state.in_place:
                 names.append(op.get_name())
             acc = getattr(op, "accumulator", None)  # a reduction level's (passes/accumulators.py)
             if acc is not None:

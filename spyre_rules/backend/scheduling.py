@@ -133,7 +133,8 @@ def _kernel_writes(snodes: list[Any], state: RulesGraphState) -> list[str]:
     names: list[str] = []
     for sn in snodes:
         for name in written_names(sn.node):
-            names.append(state.regions.get(name, name))  # a region writes its concatenation
+            # a region writes its concatenation, an in-place op its target
+            names.append(state.regions.get(name) or state.in_place.get(name, name))
     return names
 
 

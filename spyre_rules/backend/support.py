@@ -15,6 +15,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.collectives import is_collective
 from spyre_rules.backend.concat import region_base
+from spyre_rules.backend.in_place import in_place_refusal
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.ir_edit import op_description
 
@@ -101,7 +102,11 @@ def op_refusal(op: Any, concats: frozenset[str] = frozenset()) -> str | None:
         return f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
     if isinstance(op.layout, ir.NonOwningLayout) and region_base(op) in concats:
         pass  # writes its region of a concatenation (concat.py)
-    elif isinstance(op.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):
+    elif isinstance(op.layout, ir.MutationLayoutSHOULDREMOVE):
+        reason = in_place_refusal(op)
+        if reason is not None:
+            return f"{what} {reason}"
+    elif isinstance(op.layout, ir.NonOwningLayout):
         return (
             f"{what} writes into another buffer ({type(op.layout).__name__}); "
             "in-place mutation (other than a concatenation's regions) is unsupported"

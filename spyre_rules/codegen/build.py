@@ -120,8 +120,10 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         layout = state.layouts.get(access.buffer)
         if layout is None:
             raise UnsupportedGraph(f"{what}: buffer {access.buffer} has no Spyre layout")
-        # A region of a concatenation is an access of the concatenation buffer.
-        buffer = state.regions.get(access.buffer, access.buffer)
+        # A region of a concatenation is an access of the concatenation buffer; an
+        # in-place write one of the buffer it writes (backend/in_place.py).
+        buffer = state.regions.get(access.buffer) or state.in_place.get(access.buffer,
+                                                                        access.buffer)
         if access.is_input:
             kernel.args.input(buffer)
         else:
@@ -166,6 +168,9 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     if base is not None:
         # The store names the concatenation buffer; messages name the op itself.
         spec.op_info["region"] = {"op": op.get_name(), "of": base}
+    target = state.in_place.get(op.get_name())
+    if target is not None:
+        spec.op_info["in_place"] = {"op": op.get_name(), "of": target}
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
         check_rigid_tiles(spec, [int(c) for c in loop_count(op)], what, host_dims)

@@ -6,9 +6,9 @@ call into one SSA entry (format in ``op_spec.py``) and every ``load``/``store``
 into an access (buffer name + index) that becomes a TensorArg.  An
 ``indirect_indexing`` call (embedding, index_select, gather) becomes an
 ``indirect_index`` entry binding a fresh symbol ``indN`` that later load
-indices use.  Anything the executor could not run (scatter stores through an
-indirect index, random numbers, bitcasts, atomic stores, unknown op names)
-raises UnsupportedGraph naming the op.
+and store indices use (a scatter stores through one).  Anything the executor
+could not run (random numbers, bitcasts, masked stores, store modes other than
+an atomic add, unknown op names) raises UnsupportedGraph naming the op.
 """
 
 from __future__ import annotations
@@ -89,21 +89,26 @@ class ProgramRecorder(DefaultHandler):
             entry["masks"] = list(self._masks)
         return self._emit(entry)
 
-    def _store(self, name: str, index: Any, value: Any) -> None:
-        if set(self.indirect) & sympy.sympify(index).free_symbols:
-            raise self._refuse("a store through an indirect index (scatter) is unsupported")
+    def _store(self, name: str, index: Any, value: Any, mode: str | None = None) -> None:
         if self.store_entry is not None:
             raise self._refuse("more than one store in one op")
+        if self._masks:
+            raise self._refuse("a masked store is unsupported")
         self.store_entry = {
             "arg": self._access(False, name, index),
             "value": self._ref(value),
             "dtype": dtype_name(V.graph.get_dtype(name)),
         }
+        if mode is not None:
+            self.store_entry["mode"] = mode
 
     def store(self, name: str, index: sympy.Expr, value: Any, mode: Any = None) -> None:
-        if mode is not None:
-            raise self._refuse(f"store mode {mode!r} (e.g. atomic add) is unsupported")
-        self._store(name, index, value)
+        # A scatter (index_put, index_copy, scatter) stores through an indirect index;
+        # "atomic_add" (index_put with accumulate, index_add, scatter_add) adds into the
+        # stored elements, duplicates included (executor/evaluate.py).
+        if mode not in (None, "atomic_add"):
+            raise self._refuse(f"store mode {mode!r} is unsupported")
+        self._store(name, index, value, mode)
 
     def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
         self._store(name, index, value)

@@ -121,7 +121,7 @@ class DimCheck:
     @property
     def access(self) -> str:
         if self.indirect_symbols:
-            return "indirect read"
+            return "indirect read" if self.is_input else "indirect write"
         return "read" if self.is_input else "write"
 
     def as_dict(self) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, levels: list[range],
             symbols=symbols,
             reduction_symbols=tuple(s for s in symbols if s in reduction),
             indirect_symbols=indirect,
-            deferred=bool(indirect) and defer_indirect,
+            deferred=bool(indirect) and defer_indirect and arg.is_input,
         ))
     return out
 
@@ -291,10 +291,10 @@ def _op_name(spec: OpSpec) -> str:
     """The op's output buffer (what ``store`` writes through): the plan record's key.
 
     A region of a concatenation stores into the concatenation buffer; its own name
-    is in ``op_info["region"]``."""
-    region = spec.op_info.get("region")
-    if region:
-        return region["op"]
+    is in ``op_info["region"]``; an in-place write's in ``op_info["in_place"]``."""
+    writes_into = spec.op_info.get("region") or spec.op_info.get("in_place")
+    if writes_into:
+        return writes_into["op"]
     index = (spec.op_info.get("store") or {}).get("arg")
     if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
         return spec.args[index].name
@@ -348,7 +348,8 @@ def _planner_decision(record: Any, dim: DimCheck) -> str:
 def overflow_message(graph: str, check: OpCheck, dim: DimCheck,
                      record: Any) -> str:
     bound = "" if dim.exact else "at most "
-    gathered = (f" (gathered through {', '.join(dim.indirect_symbols)})"
+    how = "gathered" if dim.is_input else "scattered"
+    gathered = (f" ({how} through {', '.join(dim.indirect_symbols)})"
                 if dim.indirect_symbols else "")
     text = (
         f"spyre_rules span check: graph {graph}, kernel {check.kernel}, op {check.op} "

@@ -115,7 +115,8 @@ class _Program:
         self.red_splits = self._splits(self.red) if self.operand_symbols is None else {}
         self.direct_loads = self._direct_loads()
         #: one exact op of half loads stored in their dtype: computed natively (native_half)
-        self.native = native_half.prepare(self.program, self.store, self.accesses, self.reduction)
+        self.native = None if self.store.get("mode") else native_half.prepare(
+            self.program, self.store, self.accesses, self.reduction)
         self._blocks: tuple[int, list] | None = None
         self._facts: tuple | None = None
 
@@ -450,6 +451,10 @@ class _Program:
                 dtypes.to_storage(value, store_dtype, storage, f"op {self.name}: store"))
             if plan is not None:
                 views.copy_out(store_access.memory.view(storage), plan, data)
+            elif self.store.get("mode") == "atomic_add":
+                # index_put with accumulate: every value adds into its element in
+                # iteration order, repeated indices included, rounding as eager does
+                store_access.memory.accumulate(elements.reshape(-1), data.reshape(-1))
             else:
                 store_access.memory.write(elements.reshape(-1), data.reshape(-1))
 
@@ -464,7 +469,8 @@ class _Program:
         entry = self.program[-1]
         like = _LIKE_OPS.get(entry["op"])
         fn = _OUT_OPS.get(entry["op"], like)
-        if (fn is None or self.store["value"] != len(self.program) - 1 or storage != torch.float32
+        if (fn is None or self.store.get("mode") or self.store["value"] != len(self.program) - 1
+                or storage != torch.float32
                 or dtypes.host_dtype(self.store["dtype"]) != torch.float32
                 or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
             return False
@@ -527,7 +533,7 @@ class _Program:
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once
         (the general scatter's order decides duplicates)."""
-        if not self.store_views_write_once(access, space):
+        if self.store.get("mode") or not self.store_views_write_once(access, space):
             return None
         return access.view_plan(space.box, space.rank)
 

@@ -80,6 +80,13 @@ class DeviceMemory:
             values = values.clone()  # a load's view of this memory: read it all first
         self._view(values.dtype).index_copy_(0, elements.reshape(-1), values.reshape(-1))
 
+    def accumulate(self, elements: torch.Tensor, values: torch.Tensor) -> None:
+        """Add ``values`` into the elements (repeats add up, in order)."""
+        if values.untyped_storage().data_ptr() == self._bytes.untyped_storage().data_ptr():
+            values = values.clone()
+        self._view(values.dtype).index_put_((elements.reshape(-1),), values.reshape(-1),
+                                            accumulate=True)
+
     def read_bytes(self, address: int, size: int) -> torch.Tensor:
         return self._bytes[address:address + size]
 

@@ -20,7 +20,7 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.ir_edit import op_description as _op_description
 from spyre_rules.ir.op_identity import op_name
 
-__all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads",
+__all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads", "ordered_read_names",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
            "spans_concat_whole",
            "is_reduction", "layout", "op_description", "order_dependencies", "rank", "read_names",
@@ -120,13 +120,23 @@ def read_buffers(op: Op) -> frozenset[str]:
 
 
 def read_names(op: Op) -> frozenset[str]:
-    """Every buffer ``op`` reads, any dependency kind.  A ComputedBuffer's loader
-    names them; an extern kernel (a concatenation, a fallback) is a Buffer whose
-    ``get_read_names`` is its own name: its reads are the dependencies the
-    Scheduler orders it by."""
+    """Every buffer ``op`` reads, any dependency kind (``ordered_read_names``)."""
+    return frozenset(ordered_read_names(op))
+
+
+def ordered_read_names(op: Op) -> list[str]:
+    """Every buffer ``op`` reads, in the order it reads them.  A ComputedBuffer's
+    loader names them, and a scatter's store index reads more (the indices of
+    ``index_put``: Scatter's ``get_read_names`` leaves them out); an extern kernel (a
+    concatenation, a fallback) is a Buffer whose ``get_read_names`` is its own name:
+    its reads are the dependencies the Scheduler orders it by."""
     if isinstance(op, ir.ComputedBuffer):
-        return frozenset(op.get_read_names())
-    return frozenset(dep.name for dep in op.get_read_writes().reads) - {op.get_name()}
+        names = list(op.get_read_names())
+        if isinstance(op.data, ir.Scatter):
+            names += [dep.name for dep in op.get_read_writes().reads]
+        return list(dict.fromkeys(names))
+    return [name for name in dict.fromkeys(dep.name for dep in op.get_read_writes().reads)
+            if name != op.get_name()]
 
 
 def order_dependencies(op: Op) -> frozenset[str] | None:

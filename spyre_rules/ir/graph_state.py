@@ -33,6 +33,9 @@ class RulesGraphState:
     #: region op -> storage offset of its region in the concatenation buffer
     #: (its own indices are relative to the region, as in Inductor's wrapper).
     region_offsets: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: op writing another op's buffer in place -> that buffer (backend/in_place.py;
+    #: the op shares its layout and allocation).
+    in_place: dict[str, str] = dataclasses.field(default_factory=dict)
     #: buffer -> dim names given by ``name_tensor_dims`` inside compiled code
     #: (hints/api.py ``name_dims``, lowered by backend/named_dims.py).
     named_buffers: dict[str, tuple[str | None, ...]] = dataclasses.field(default_factory=dict)

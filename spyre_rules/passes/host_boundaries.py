@@ -13,17 +13,10 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules.engine.records import TileGroup
+from spyre_rules.facts.op_kind import ordered_read_names as read_names
 from spyre_rules.ir.graph_state import graph_state
 
 __all__ = ["read_names", "split_groups_at_host_steps", "spyre_operations"]
-
-
-def read_names(op: Any) -> list[str]:
-    """The buffers ``op`` reads.  (An ExternKernel is also a Buffer, whose
-    ``get_read_names`` names the buffer itself, not what the kernel reads.)"""
-    if isinstance(op, ir.ComputedBuffer):
-        return list(op.get_read_names())
-    return list(dict.fromkeys(dep.name for dep in op.get_read_writes().reads))
 
 
 def spyre_operations(graph: Any) -> list[Any]:

@@ -82,6 +82,10 @@ coordinate over the symbol's whole range ``[0, size)``.
 * ``"region"`` (only on an op writing a region of a concatenation):
   ``{"op": its buffer name, "of": the concatenation buffer}``; its store
   TensorArg addresses the concatenation buffer (docs/layout_model.md §5.10).
+* ``"in_place"`` (only on an op writing another op's buffer in place, backend/in_place.py):
+  ``{"op": its buffer name, "of": the buffer it writes}``; its store TensorArg
+  addresses that buffer.  ``store["mode"] == "atomic_add"`` adds each value into its
+  element (index_put with accumulate, index_add), repeated indices included.
 
 Dtypes are torch dtype names without the ``torch.`` prefix (``"float16"``).
 """

@@ -1,0 +1,84 @@
+"""In-place writes on the program (backend/in_place.py): index_put, index_copy,
+index_add and scatter store through an indirect index into the buffer they write,
+under fallback='error' (no host step), equal to eager bit for bit (the adds of an
+accumulating write run in eager's order, rounding as eager does)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spyre_helpers import run_spyre
+from spyre_rules import config
+from spyre_rules.codegen.span_check import SpanOverflowWarning
+
+
+def _rows(x, idx):
+    return idx.flatten()[: x.shape[0] - 1] % x.shape[0]  # repeats: accumulation
+
+
+def _index_add(x, y, idx):
+    rows = _rows(x, idx)
+    return (x * 2).index_add(0, rows, y[: rows.shape[0]] * 3) + y
+
+
+def _index_put_accumulate(x, y, idx):
+    rows = _rows(x, idx)
+    return (x * 2).index_put((rows,), y[: rows.shape[0]] + 1, accumulate=True) * y
+
+
+def _index_put(x, y, idx):
+    rows = torch.unique(_rows(x, idx), sorted=True)[:2]  # no repeats: one writer each
+    return (x - 1).index_put((rows,), y[:2] * 2) + x
+
+
+def _index_copy_last_dim(x, y, idx):
+    cols = torch.tensor([3, 0, 7])
+    return (x * 3).index_copy(-1, cols, y[..., :3] + 2) - y
+
+
+def _scatter_src(x, y, idx):
+    cols = (torch.arange(idx.shape[-1]) * 2 + 1).expand(idx.shape)  # distinct per row
+    return (x + 1).scatter(-1, cols, y[..., : idx.shape[-1]] * 4) * 2
+
+
+CASES = [_index_add, _index_put_accumulate, _index_put, _index_copy_last_dim, _scatter_src]
+SHAPES = [((6, 40), torch.float32), ((3, 5, 70), torch.float16), ((4, 33), torch.float32)]
+
+
+def _inputs(shape, dtype):
+    torch.manual_seed(sum(shape))
+    x, y = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
+    return x, y, torch.randint(0, shape[-1], (*shape[:-1], 5))
+
+
+@pytest.mark.parametrize("shape,dtype", SHAPES, ids=lambda v: str(v).removeprefix("torch."))
+@pytest.mark.parametrize("fn", CASES, ids=lambda fn: fn.__name__.lstrip("_"))
+def test_in_place_write_runs_on_the_program_equal_to_eager(fn, shape, dtype):
+    x, y, idx = _inputs(shape, dtype)
+    compiled = run_spyre(fn, x, y, idx, fallback="error")
+    stores = [spec.op_info["store"] for spec in compiled.op_specs()]
+    assert any(s.get("mode") == "atomic_add" for s in stores) == ("add" in fn.__name__ or
+                                                                  "accumulate" in fn.__name__)
+    assert any(a.indirect for spec in compiled.op_specs() for a in spec.args if not a.is_input)
+    torch.testing.assert_close(compiled.output, fn(x, y, idx), rtol=0, atol=0)
+
+
+def test_in_place_write_under_automatic_tiling_equals_eager_and_its_overflow_is_named():
+    # At 16 KiB the ops before and after the write overflow and are tiled; the planner
+    # leaves the write untiled (its layout is the target's), and the span check names
+    # both of its overflowing accesses, the scattered store over the whole target.
+    x, y, idx = _inputs((64, 256), torch.float32)
+    with config.patch(ignore_span_overflow_hints=False, max_span_bytes=16384), \
+            pytest.warns(SpanOverflowWarning) as seen:
+        compiled = run_spyre(_index_add, x, y, idx, fallback="error")
+    torch.testing.assert_close(compiled.output, _index_add(x, y, idx), rtol=0, atol=0)
+    why = "planner decision: no plan: buf3 has no FixedTiledLayout (for example a mutation/copy-back layout)"
+    assert [str(w.message) for w in seen if isinstance(w.message, SpanOverflowWarning)] == [
+        "spyre_rules span check: graph 0/0, kernel sdsc_index_put__3, op buf3 (index_put_): read of "
+        "tensor buf2, device dim 0 spans 64512 bytes, over the limit of 16384 bytes "
+        f"(max_span_bytes); {why}",
+        "spyre_rules span check: graph 0/0, kernel sdsc_index_put__3, op buf3 (index_put_): indirect "
+        "write of tensor buf0 (scattered through ind0), device dim 0 spans 65536 bytes, over the "
+        f"limit of 16384 bytes (max_span_bytes); {why}",
+    ]
