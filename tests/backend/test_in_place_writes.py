@@ -42,7 +42,13 @@ def _scatter_src(x, y, idx):
     return (x + 1).scatter(-1, cols, y[..., : idx.shape[-1]] * 4) * 2
 
 
-CASES = [_index_add, _index_put_accumulate, _index_put, _index_copy_last_dim, _scatter_src]
+def _scatter_value(x, y, idx):
+    # a value fill through an index (was refused: "writes into another buffer")
+    return x.scatter(-1, idx[..., :1], 1.0) * 2 + y
+
+
+CASES = [_index_add, _index_put_accumulate, _index_put, _index_copy_last_dim, _scatter_src,
+         _scatter_value]
 SHAPES = [((6, 40), torch.float32), ((3, 5, 70), torch.float16), ((4, 33), torch.float32)]
 
 
