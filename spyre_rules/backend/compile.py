@@ -124,10 +124,25 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
         _warn_host_steps(plan)
         if meta_outputs is not None:
             return meta_outputs
+        compiled = _resident_across_calls(compiled)
         static.remember(compiled)
         return compiled
     return fallback_or_meta(f"no partition after {MAX_PARTITION_ATTEMPTS} attempts: "
                         f"{sorted(plan.nodes) if plan is not None else []}")
+
+
+def _resident_across_calls(compiled: Callable) -> Callable:
+    """``compiled`` after ``check_resident_inputs``: an input the program writes in place
+    (a KV cache) stays resident from call to call although AOT autograd's runtime
+    wrapper bumps its version counter at each call (executor/resident.py)."""
+    from spyre_rules.executor.runtime import check_resident_inputs
+
+    def run(*args: Any) -> Any:
+        check_resident_inputs()
+        return compiled(*args)
+
+    run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
+    return run
 
 
 def _warn_host_steps(plan: Any) -> None:

@@ -17,9 +17,6 @@ when compilation raises).  Hook points and why each is needed are described in
 * ``GraphLowering._update_scheduler``: the pre-scheduling seam (our passes run
   on ``graph.operations`` before the Scheduler wraps them).
 * ``lowerings[aten.mm/bmm/addmm/baddbmm]`` -> ``batchmatmul`` Reductions.
-* ``dynamo_common.aot_autograd`` -> ``keep_inference_input_mutations=False``:
-  an in-place op on a graph input (``x.add_(y)``) is a graph output that AOT
-  autograd's runtime wrapper copies back into the input.
 * ``lowerings[aten.cumsum/cumprod]`` -> masked sum/prod Reductions (``scan.py``).
 * ``ComputedBuffer.make_loader``: a buffer that reads nothing (a fill) made
   inside a ``spyre_hint`` block is loaded, not inlined into its readers, so the
@@ -49,7 +46,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch._dynamo.backends import common as dynamo_common
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import common as codegen_common
@@ -104,21 +100,6 @@ def decomposition_table() -> dict[Any, Any]:
     table.update(attention.attention_decompositions())
     table.update(concat.pad_decompositions())
     return table
-
-
-def _input_mutations_as_outputs(original: Any) -> Any:
-    """compile_fx asks AOT autograd to keep input mutations in the graph (a
-    ``copy_`` into the input's buffer, a MutationLayout op the program cannot
-    write).  Without it the graph returns the new value like any output and AOT's
-    runtime wrapper copies it into the caller's tensor: the computation stays on
-    the Spyre program, only the write-back to host memory happens on the host,
-    as every output's unstickify does."""
-
-    def aot_autograd(**kwargs: Any) -> Any:
-        kwargs["keep_inference_input_mutations"] = False
-        return original(**kwargs)
-
-    return aot_autograd
 
 
 def _always_large_inner_fn(self: Any, threshold: int | None = None) -> bool:
@@ -228,10 +209,6 @@ def spyre_rules_context() -> Iterator[None]:
                 "_update_scheduler",
                 _make_update_scheduler(GraphLowering._update_scheduler),
             )
-        )
-        stack.enter_context(
-            _patched_attr(dynamo_common, "aot_autograd",
-                          _input_mutations_as_outputs(dynamo_common.aot_autograd))
         )
         stack.enter_context(
             _patched_attr(GraphLowering, "call_function",

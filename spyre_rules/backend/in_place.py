@@ -9,8 +9,11 @@ names the target (``codegen/build.py``), and a store through an indirect index w
 or with ``atomic_add`` adds into, the indexed elements (``executor/evaluate.py``).
 The write stays in place: nothing is copied, before or after.
 
-A graph input is not a target yet: every kernel stickifies the inputs it reads from
-their host tensors, which an in-place device write would leave stale.
+A graph input written in place (a KV cache: AOT autograd keeps input mutations in
+the graph, ``context.py``) lives on the device: the kernel writes its segment and
+copies just the elements it wrote to the caller's tensor (``write_through``:
+executor/write_through.py), so the segment stays resident from call to call and
+no kernel re-stickifies the whole input (executor/resident.py).
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ def in_place_refusal(op: Any) -> str | None:
     if target is None:
         return "writes into another buffer with no name (MutationLayoutSHOULDREMOVE)"
     graph = V.graph
-    if target in graph.graph_inputs or target in graph.constants:
-        return (f"writes in place into graph input {target}; in-place writes into graph "
-                "inputs are unsupported")
+    if target in graph.constants:
+        return f"writes in place into constant {target}; constants are read-only"
+    if target in graph.graph_inputs:
+        return None  # written through to its host tensor (executor/write_through.py)
     buffer = graph.try_get_buffer(target)
     if not isinstance(buffer, ir.ComputedBuffer) or isinstance(
             buffer.layout, (ir.MutationLayoutSHOULDREMOVE, ir.NonOwningLayout)):

@@ -188,11 +188,16 @@ class RulesScheduling(BaseScheduling):
         unstickify = {i: placement(n, state) for i, n in enumerate(call_args)
                       if n in state.host_outputs and n not in state.host_inputs
                       and n in kernel.args.output_buffers}
+        # graph inputs written in place: the written elements go to the host tensor too
+        write_through = {i: placement(n, state) for i, n in enumerate(call_args)
+                         if n in state.host_inputs and n in set(state.in_place.values())
+                         and n in kernel.args.output_buffers}
 
         wrapper = V.graph.wrapper_code
         ensure_device(state, wrapper)
         wrapper.define_kernel(
-            name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify),
+            name, source.kernel_definition(name, DEVICE_VAR, specs, stickify, unstickify,
+                                           write_through),
             gpu=False,
         )
         for sn in snodes:

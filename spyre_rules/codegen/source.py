@@ -133,12 +133,16 @@ def kernel_definition(
     items: list[OpSpec | LoopSpec],
     stickify: dict[int, TensorPlacement],
     unstickify: dict[int, TensorPlacement],
+    write_through: dict[int, TensorPlacement] | None = None,
 ) -> str:
     """The right-hand side of ``<name> = ...`` in the wrapper module."""
     lines = [f"rules_make_kernel({name!r}, {device_var}, ["]
     lines += format_program(items)
     lines.append("],")
-    for label, table in (("stickify", stickify), ("unstickify", unstickify)):
+    tables = [("stickify", stickify), ("unstickify", unstickify)]
+    if write_through:
+        tables.append(("write_through", write_through))
+    for label, table in tables:
         lines.append(f"    {label}={{")
         for index, p in table.items():
             lines.append(f"        {index}: {placement_source(p)},")

@@ -115,7 +115,12 @@ class _Program:
         self.red_splits = self._splits(self.red) if self.operand_symbols is None else {}
         self.direct_loads = self._direct_loads()
         #: one exact op of half loads stored in their dtype: computed natively (native_half)
-        self.native = None if self.store.get("mode") else native_half.prepare(
+        #: the store goes through ``DeviceMemory.write`` / ``accumulate`` element by
+        #: element: an atomic add, or a write a kernel mirrors into a host tensor
+        #: (``in_place.write_through``: runtime.ProgramKernel logs what it writes)
+        self.general_store = bool(self.store.get("mode")) or bool(
+            (spec.op_info.get("in_place") or {}).get("write_through"))
+        self.native = None if self.general_store else native_half.prepare(
             self.program, self.store, self.accesses, self.reduction)
         self._blocks: tuple[int, list] | None = None
         self._facts: tuple | None = None
@@ -469,7 +474,7 @@ class _Program:
         entry = self.program[-1]
         like = _LIKE_OPS.get(entry["op"])
         fn = _OUT_OPS.get(entry["op"], like)
-        if (fn is None or self.store.get("mode") or self.store["value"] != len(self.program) - 1
+        if (fn is None or self.general_store or self.store["value"] != len(self.program) - 1
                 or storage != torch.float32
                 or dtypes.host_dtype(self.store["dtype"]) != torch.float32
                 or set(range(len(self.accesses))) - self._cacheable != {self.store["arg"]}):
@@ -533,7 +538,7 @@ class _Program:
     def store_plan(self, access: _Access, space: _Space) -> views.Plan | None:
         """Views for the store only if they write every point of the block exactly once
         (the general scatter's order decides duplicates)."""
-        if self.store.get("mode") or not self.store_views_write_once(access, space):
+        if not self.store_views_write_once(access, space):
             return None
         return access.view_plan(space.box, space.rank)
 
@@ -541,7 +546,7 @@ class _Program:
         """The store's views would write every point of the block once: the spec's and
         the block's alone (bounds are the run's: ``view_plan``)."""
         structure = access.structure
-        if structure is None:
+        if structure is None or self.general_store:
             return False
         symbols = structure.symbols
         for name, where in space.box.items():

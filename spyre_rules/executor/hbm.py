@@ -38,6 +38,9 @@ class DeviceMemory:
         self._bytes = torch.zeros(-(-self.total_bytes // 8) * 8, dtype=torch.uint8)
         self._views: dict[torch.dtype, torch.Tensor] = {}
         self._strided: dict[tuple, torch.Tensor] = {}
+        #: while not None, every ``write`` / ``accumulate`` appends (element size, element
+        #: indices): what a kernel wrote into a segment it mirrors to a host tensor
+        self.log: list[tuple[int, torch.Tensor]] | None = None
 
     def strided(self, dtype: torch.dtype, sizes: tuple[int, ...], strides: tuple[int, ...],
                 offset: int) -> torch.Tensor:
@@ -79,6 +82,8 @@ class DeviceMemory:
         if values.untyped_storage().data_ptr() == self._bytes.untyped_storage().data_ptr():
             values = values.clone()  # a load's view of this memory: read it all first
         self._view(values.dtype).index_copy_(0, elements.reshape(-1), values.reshape(-1))
+        if self.log is not None:
+            self.log.append((values.element_size(), elements.reshape(-1)))
 
     def accumulate(self, elements: torch.Tensor, values: torch.Tensor) -> None:
         """Add ``values`` into the elements (repeats add up, in order)."""
@@ -86,6 +91,8 @@ class DeviceMemory:
             values = values.clone()
         self._view(values.dtype).index_put_((elements.reshape(-1),), values.reshape(-1),
                                             accumulate=True)
+        if self.log is not None:
+            self.log.append((values.element_size(), elements.reshape(-1)))
 
     def read_bytes(self, address: int, size: int) -> torch.Tensor:
         return self._bytes[address:address + size]

@@ -46,6 +46,7 @@ from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.loops import check_affine, run_items
 from spyre_rules.executor.resident import ResidentInputs, placement_key
 from spyre_rules.executor.stickify import stickify, structured, unstickify
+from spyre_rules.executor.write_through import mirror_writes
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
 
@@ -58,10 +59,13 @@ __all__ = [
     "rules_make_kernel",
     "rules_to_device",
     "rules_to_host",
+    "check_resident_inputs",
     "write_host_tensor",
 ]
 
 _RECENT: list[weakref.ref] = []
+#: devices holding inputs their programs write in place (``check_resident_inputs``)
+_WRITING_THROUGH: "weakref.WeakSet[GraphDevice]" = weakref.WeakSet()
 _RECENT_LIMIT = 256
 _SERIAL = itertools.count()
 
@@ -88,14 +92,17 @@ class GraphDevice:
     def reset(self) -> None:
         """Drop the memory: the next call starts from zeroed HBM (tests comparing runs)."""
         self._memory = None
-        self.resident.end()
+        self.resident.forget()
 
     def begin_call(self) -> None:
-        """A call of the compiled graph starts: nothing is known to be resident."""
+        """A call of the compiled graph starts: nothing is known to be resident but
+        the inputs it writes in place (resident.py)."""
         self.resident.begin()
 
     def end_call(self) -> None:
         self.resident.end()
+        if self.resident.has_persistent:
+            _WRITING_THROUGH.add(self)
 
     def write_input(self, p: TensorPlacement, tensor: Any, who: str) -> None:
         """Stickify ``tensor`` into segment ``p`` unless its bytes are there already."""
@@ -134,12 +141,16 @@ class ProgramKernel:
         specs: list[OpSpec | LoopSpec],
         stickify: dict[int, TensorPlacement] | None = None,
         unstickify: dict[int, TensorPlacement] | None = None,
+        write_through: dict[int, TensorPlacement] | None = None,
     ) -> None:
         self.name = name
         self.device = device
         self.specs = specs
         self.stickify = dict(stickify or {})
         self.unstickify = dict(unstickify or {})
+        #: graph inputs the kernel writes in place (a KV cache): each element it
+        #: writes is copied into the host tensor too, nothing else (write_through.py)
+        self.write_through = dict(write_through or {})
         self.serial = next(_SERIAL)  # creation order, unique for the process
         self.calls = 0  # how often run() executed the program (tests prove execution)
         self.affine_checked = not any(isinstance(item, LoopSpec) for item in specs)
@@ -195,7 +206,15 @@ class ProgramKernel:
             # Once per program: compact loop addressing == exact coordinate shifts.
             check_affine(self.specs, self.name)
             self.affine_checked = True
-        run_items(self.specs, memory, self.name, lx=self._lx_memory(lx_end))
+        if self.write_through:
+            memory.log = []
+        try:
+            run_items(self.specs, memory, self.name, lx=self._lx_memory(lx_end))
+        finally:
+            written, memory.log = memory.log, None
+        for i, p in self.write_through.items():
+            mirror_writes(memory, p, args[i], written or [], f"kernel {self.name}")
+            self.device.resident.record(p, args[i], persistent=True)
         for i, p in self.unstickify.items():
             self._read_output(memory, p, args[i])
 
@@ -337,6 +356,14 @@ def rules_to_device(device: GraphDevice, p: TensorPlacement, tensor: torch.Tenso
     device.host_transfers += 1
 
 
+def check_resident_inputs() -> None:
+    """Called by the backend right before a compiled graph's runtime wrapper runs: the
+    inputs programs wrote in place stay resident into this call if nothing changed
+    them since (``ResidentInputs.check_before_call``)."""
+    for device in list(_WRITING_THROUGH):
+        device.resident.check_before_call()
+
+
 def rules_device(total_bytes: int) -> GraphDevice:
     return GraphDevice(total_bytes)
 
@@ -347,8 +374,9 @@ def rules_make_kernel(
     specs: list[OpSpec | LoopSpec],
     stickify: dict[int, TensorPlacement] | None = None,
     unstickify: dict[int, TensorPlacement] | None = None,
+    write_through: dict[int, TensorPlacement] | None = None,
 ) -> ProgramKernel:
-    kernel = ProgramKernel(name, device, specs, stickify, unstickify)
+    kernel = ProgramKernel(name, device, specs, stickify, unstickify, write_through)
     _RECENT.append(weakref.ref(kernel))
     del _RECENT[:-_RECENT_LIMIT]
     return kernel

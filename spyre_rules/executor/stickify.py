@@ -36,7 +36,8 @@ from spyre_rules.executor import dtypes, views
 from spyre_rules.executor.sympy_eval import evaluate
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, contiguous_strides
 
-__all__ = ["CHUNK_POSITIONS", "StickifyError", "stickify", "structured", "unstickify"]
+__all__ = ["CHUNK_POSITIONS", "StickifyError", "host_offsets", "stickify", "structured",
+           "unstickify"]
 
 #: device positions handled at once (bounds temporary memory to ~100 MB).
 CHUNK_POSITIONS = 1 << 20
@@ -182,6 +183,23 @@ def _host_layout(tensor_or_size: Any, host_stride: Any) -> tuple[tuple[int, ...]
     size = tuple(int(s) for s in tensor_or_size)
     stride = tuple(int(s) for s in host_stride) if host_stride is not None else contiguous_strides(size)
     return size, tuple(stride)
+
+
+def host_offsets(layout: SpyreTensorLayout, host_size: Sequence[int],
+                 host_stride: Sequence[int]) -> torch.Tensor:
+    """Per device element (flat), the host storage offset of the element it holds, or -1
+    (padding): the positions ``stickify`` copies through, as data."""
+    size, stride = _host_layout(host_size, host_stride)
+    device = torch.full((math.prod(layout.device_size),), -1, dtype=torch.int64)
+    plan = structured(layout, size, stride)
+    if plan is not None:
+        span = 1 + sum((n - 1) * s for n, s in zip(size, stride))
+        offsets = torch.arange(span, dtype=torch.int64).as_strided(size, stride)
+        views.copy_out(device, plan, offsets.reshape(plan.shape))
+        return device
+    for lin, off in _cached_positions(layout, size, stride):
+        device.index_copy_(0, lin, off)
+    return device
 
 
 def stickify(tensor: torch.Tensor, layout: SpyreTensorLayout) -> torch.Tensor:

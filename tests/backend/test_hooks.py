@@ -32,6 +32,7 @@ def _snapshot():
         "cpu": codegen_common.device_codegens["cpu"],
         "split_reductions": inductor_config.split_reductions,
         "post_fusion": inductor_config._post_fusion_custom_pass,
+        # left alone: compile_fx keeps inference input mutations in the graph (in_place.py)
         "aot_autograd": dynamo_common.aot_autograd,
         "cumsum": L.lowerings[aten.cumsum.default],
     }
@@ -45,7 +46,6 @@ def test_hook_points_exist_in_installed_torch():
     assert "make_loader" in vars(ir.ComputedBuffer)  # inlines buffers that read nothing
     assert hasattr(inductor_config, "_post_fusion_custom_pass")
     assert callable(codegen_common.register_backend_for_device)
-    assert callable(dynamo_common.aot_autograd)  # compile_fx calls it through the module
     from spyre_rules.backend import precision_casts
 
     assert precision_casts._guard() == 1  # the joint-graph pass folding cast chains
@@ -62,7 +62,7 @@ def test_context_installs_and_restores_everything():
         assert codegen_common.get_scheduling_for_device("cpu") is RulesScheduling
         assert inside["mm"] is not before["mm"]
         assert inside["cumsum"] is not before["cumsum"]
-        assert inside["aot_autograd"] is not before["aot_autograd"]
+        assert inside["aot_autograd"] is before["aot_autograd"]
         assert ir.Loops.has_large_inner_fn(None) is True
         assert inside["make_loader"] is not before["make_loader"]
     assert _snapshot() == before
