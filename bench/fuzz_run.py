@@ -69,7 +69,7 @@ from spyre_rules.codegen.span_check import IndirectReadSpanWarning, SpanOverflow
 from spyre_rules.errors import SpyreRulesError, Unsupported  # noqa: E402
 from spyre_rules.executor.dtypes import DeviceOverflowError  # noqa: E402
 from spyre_rules.executor.stickify import StickifyError  # noqa: E402
-from spyre_rules.executor.sympy_eval import ExprEvalError  # noqa: E402
+from spyre_rules.program.index_eval import ExprEvalError  # noqa: E402
 from spyre_rules.ir.errors import BackendCompileError, find_cause  # noqa: E402
 from spyre_rules.hints import (  # noqa: E402
     HintError,

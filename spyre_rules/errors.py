@@ -40,3 +40,35 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(cur))
         yield cur
         todo.extend([getattr(cur, "inner_exception", None), cur.__cause__, cur.__context__])
+
+
+#: Lines from which on an exception's text is a traceback or a debugging hint, not what
+#: went wrong (torch.fx's "Original traceback:", Dynamo's user-code stack and hints).
+_TEXT_ENDS = ("Original traceback:", "from user code:", "Set TORCHDYNAMO_VERBOSE",
+              "For even more developer context")
+
+
+def _essential_text(exc: BaseException) -> str:
+    kept: list[str] = []
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line.startswith(_TEXT_ENDS):
+            break
+        if line:
+            kept.append(line)
+    return " ".join(kept)
+
+
+def cause_chain_text(exc: BaseException) -> str:
+    """What went wrong, all of it, on one line: ``Type: text`` of ``exc`` and of each
+    exception chained to it, outermost first, joined by ``" <- "``; a cause whose text
+    the line already holds is left out (Dynamo's ``BackendCompilerFailed`` repeats the
+    first line of the error it wraps, whose first line alone, ``backend=... raised:``,
+    said nothing), and tracebacks and debugging hints are cut."""
+    parts: list[str] = []
+    for cur in exception_chain(exc):
+        text = _essential_text(cur)
+        if text and any(text in part for part in parts):
+            continue
+        parts.append(f"{type(cur).__name__}: {text}" if text else type(cur).__name__)
+    return " <- ".join(parts)

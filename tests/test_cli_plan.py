@@ -113,3 +113,45 @@ def test_bad_config_files_exit_2(capsys, tmp_path):
 def test_list(capsys):
     assert main(["plan", "--list"]) == 0
     assert capsys.readouterr().out.split() == model_plan.shipped_configs()
+
+
+def test_a_compile_error_prints_its_whole_cause_chain(capsys, tiny_config, monkeypatch):
+    """Dynamo's wrapper says only ``backend='spyre_rules' raised:`` on its first line:
+    the plan names every cause under it (issue 41: the Mixtral-8x7B plan printed
+    nothing else)."""
+    from spyre_rules.backend import meta_device
+
+    def failing(gm, example_inputs):
+        try:
+            raise ValueError("the real cause")
+        except ValueError as exc:
+            raise RuntimeError("retargeting failed") from exc
+
+    monkeypatch.setattr(meta_device, "retarget", failing)
+    assert main(["plan", str(tiny_config), "--seq", "8", "--layers", "1"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        "compile error: BackendCompilerFailed: backend='spyre_rules' raised: RuntimeError: "
+        "retargeting failed <- ValueError: the real cause",
+        "FAILED",
+    ]
+
+
+TINY_MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 1,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 256}
+
+
+def test_an_experts_config_is_planned_past_the_meta_devices_integer_histc(capsys, tmp_path):
+    """transformers' grouped experts call histc on integer ids off the CPU; the meta graph
+    is compiled as the CPU graph, whose histc takes their float values
+    (backend/meta_device.py): the plan reaches the compiler's own answer."""
+    path = tmp_path / "mixtral.json"
+    path.write_text(json.dumps(TINY_MIXTRAL))
+    assert main(["plan", str(path), "--seq", "16"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        "compile error: spyre_rules cannot compile this graph: buf101 (aten ops: topk.default) "
+        "lowers to torch.ops.aten.topk.default (FallbackKernel), which has no Spyre lowering",
+        "FAILED",
+    ]

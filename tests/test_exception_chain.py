@@ -20,3 +20,18 @@ def test_cause_context_and_inner_exception_each_once():
 def test_a_lone_exception_is_its_own_chain():
     err = ValueError("x")
     assert list(exception_chain(err)) == [err]
+
+
+def test_cause_chain_text_keeps_every_cause_the_outer_text_does_not_hold():
+    from spyre_rules.errors import cause_chain_text
+
+    root = ValueError("the real cause\nOriginal traceback:\n  File x")
+    wrapper = RuntimeError("backend='b' raised:")
+    wrapper.__cause__ = root
+    repeated = KeyError("inner")
+    top = TypeError("top level: 'inner'\n\nSet TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+    top.__cause__ = repeated  # its text is already in the top line: left out
+    repeated.__cause__ = wrapper
+    assert cause_chain_text(top) == (
+        "TypeError: top level: 'inner' <- RuntimeError: backend='b' raised: "
+        "<- ValueError: the real cause")

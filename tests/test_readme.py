@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,13 +72,28 @@ def test_support_matrix_names_the_reductions_the_policy_splits():
     assert 'kind == "prod" and output_dtype(op) in {"int32", "int64", "bool"}' in rule
 
 
+def _ignored_by_git(names: list[str]) -> set[str]:
+    """The folders among ``names`` that the repository's .gitignore ignores: what a
+    command leaves behind (``spyre-rules demo``'s ./spyre_rules_out, build output) is
+    not part of the layout.  Outside a git checkout nothing is known to be ignored."""
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--", *names],
+                              capture_output=True, text=True, check=False)
+    except OSError:
+        return set()
+    if done.returncode not in (0, 1):  # 1: none ignored; 128: not a git checkout
+        return set()
+    return set(done.stdout.split())
+
+
 def test_repository_layout_names_every_folder():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("## Repository layout", 1)[1].split("```", 2)[1]
     named = {line.split()[0] for line in block.splitlines() if line.strip()}
-    top = {f"{p.name}/" for p in ROOT.iterdir()
-           if p.is_dir() and not p.name.startswith((".", "__")) and p.name not in ("build", "dist")
-           and not p.name.endswith(".egg-info")}
+    folders = [f"{p.name}/" for p in ROOT.iterdir()
+               if p.is_dir() and not p.name.startswith((".", "__")) and p.name not in ("build", "dist")
+               and not p.name.endswith(".egg-info")]
+    top = set(folders) - _ignored_by_git(folders)
     package = {f"{p.name}/" for p in (ROOT / "spyre_rules").iterdir()
                if p.is_dir() and not p.name.startswith("__")}
     assert top - named == set() and package - named == set()

@@ -104,10 +104,11 @@ def host_plan(plan: HostPlan | None) -> Iterator[None]:
 
 def is_host_callable(op: Any) -> bool:
     """An ExternKernel whose wrapper code is a host call of an aten kernel (or the
-    tuple indexing of one): it can run as a host step as it stands."""
+    tuple indexing of one, or Inductor's assert on a data-dependent size a host
+    step's output has): it can run as a host step as it stands."""
     if isinstance(op, (ir.NopKernel, ir.ComputedBuffer)):
         return False
-    if isinstance(op, (ir.FallbackKernel, ir.MultiOutput)):
+    if isinstance(op, (ir.FallbackKernel, ir.MultiOutput, ir.AssertScalar)):
         return True
     return isinstance(op, ir.ExternKernel) and bool(getattr(op, "python_kernel_name", None))
 

@@ -8,7 +8,9 @@ Two jobs, both about never touching tensor data at compile time:
   codegen is the "cpu" device's), so the meta inputs become fake CPU tensors of
   Dynamo's own fake mode and every ``device=meta`` argument in the graph
   becomes ``cpu``.  Fake tensors hold no storage: lowering, planning, codegen
-  and the span check see the real shapes and cost nothing per byte.
+  and the span check see the real shapes and cost nothing per byte.  A ``histc``
+  of integers becomes a ``histc`` of their float32 values, the form the CPU
+  kernel takes (``_float_histc_inputs``).
 * ``outputs_from_shapes(gm)``: the graph's outputs made from the shapes and
   dtypes Dynamo recorded (``example_value``), without running the graph.  A
   meta compile returns them on the meta device; ``capture_operations`` returns
@@ -64,6 +66,7 @@ def retarget(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[An
         if node.op in ("call_function", "call_method", "call_module"):
             node.args = _cpu_args(node.args)
             node.kwargs = _cpu_args(node.kwargs)
+    _float_histc_inputs(gm)
     gm.recompile()
     mode = _fake_mode()
     inputs: list[Any] = []
@@ -74,6 +77,32 @@ def retarget(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[An
                                         device=_CPU, requires_grad=x.requires_grad)
             inputs.append(x)
     return inputs
+
+
+_HISTC = (torch.histc, torch.ops.aten.histc.default)
+
+
+def _float_histc_inputs(gm: torch.fx.GraphModule) -> None:
+    """Cast the input of each integer ``histc`` to float32.
+
+    Model code picks the histc form by device: transformers' grouped experts count
+    tokens per expert with ``histc(ids.float())`` on the CPU and ``histc(ids.int())``
+    elsewhere, the meta device included, and the CPU kernel the graph now stands for
+    refuses integers (``"histogram_cpu" not implemented for 'Int'``).  The cast makes
+    it the CPU graph the model would have traced; nothing runs on the meta device, and
+    integer counts of ids below 2**24 are the same either way."""
+    for node in list(gm.graph.nodes):
+        if not ((node.op == "call_function" and node.target in _HISTC)
+                or (node.op == "call_method" and node.target == "histc")):
+            continue
+        source = node.args[0]
+        value = source.meta.get("example_value") if isinstance(source, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.is_floating_point():
+            continue
+        with gm.graph.inserting_before(node):
+            cast = gm.graph.call_method("float", (source,))
+        cast.meta["example_value"] = value.float()
+        node.args = (cast, *node.args[1:])
 
 
 def _recorded(node: Any) -> Any:

@@ -12,15 +12,18 @@ from typing import Any
 
 import sympy
 from torch._inductor import ir
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from spyre_rules.backend.collectives import is_collective
 from spyre_rules.backend.concat import region_base
 from spyre_rules.backend.in_place import in_place_refusal
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.ir_edit import op_description
+from spyre_rules.ir.op_identity import is_allocation
 
 __all__ = [
     "NO_SPYRE_LOWERING", "check_inputs", "check_supported", "concat_names", "op_refusal", "static_ints",
+    "unmeasured_sizes",
 ]
 
 # Loop kinds our recorder and executor understand.  WelfordReduction is a
@@ -33,12 +36,43 @@ def static_ints(values: Any, what: str, op: Any) -> list[int]:
     out = []
     for v in values:
         if isinstance(v, sympy.Expr) and not v.is_Integer:
+            unbacked = sorted(map(str, free_unbacked_symbols(v)))
+            if unbacked:
+                # An unbacked symbol is a size only the data decides (nonzero, a
+                # boolean mask, .item()): no static program can be laid out for it.
+                raise UnsupportedGraph(
+                    f"{op_description(op)}: {what} {list(values)} depends on "
+                    f"{', '.join(unbacked)}, a data-dependent size known only when the graph "
+                    "runs; spyre_rules compiles static shapes only"
+                )
             raise UnsupportedGraph(
                 f"{op_description(op)}: {what} {list(values)} is symbolic; "
                 "spyre_rules compiles static shapes only (dynamic shapes are unsupported)"
             )
         out.append(int(v))
     return out
+
+
+def unmeasured_sizes(op: Any) -> str | None:
+    """Why some size of ``op`` cannot be measured (None: every one is a static int).
+
+    The one place the sizes every later stage evaluates are checked -- the layout's
+    size, stride and offset (layouts, facts, the memory map) and the loop and reduction
+    ranges (the planner, the recorder, codegen) -- so an op with a symbolic or
+    data-dependent one is refused here, by name, before any of them evaluates it."""
+    layout = op.get_layout()
+    sizes = [("size", layout.size), ("stride", layout.stride), ("offset", [layout.offset])]
+    data = getattr(op, "data", None)
+    if isinstance(data, ir.Loops) and not is_allocation(op):
+        sizes.append(("loop ranges", data.get_size()))
+        if isinstance(data, ir.Reduction):
+            sizes.append(("reduction size", data.get_reduction_size()))
+    try:
+        for what, values in sizes:
+            static_ints(values, what, op)
+    except UnsupportedGraph as exc:
+        return str(exc)
+    return None
 
 
 def _check_input(name: str, value: Any) -> None:
@@ -92,11 +126,7 @@ def op_refusal(op: Any, concats: frozenset[str] = frozenset()) -> str | None:
     if is_collective(op):
         return None  # a collective step of the program (backend/collectives.py)
     if isinstance(op, ir.ConcatKernel):
-        try:
-            static_ints(op.get_size(), "size", op)
-        except UnsupportedGraph as exc:
-            return str(exc)
-        return None
+        return unmeasured_sizes(op)
     if not isinstance(op, ir.ComputedBuffer):
         kernel = getattr(op, "python_kernel_name", None) or type(op).__name__
         return f"{what} lowers to {kernel} ({type(op).__name__}), which has no Spyre lowering"
@@ -114,12 +144,9 @@ def op_refusal(op: Any, concats: frozenset[str] = frozenset()) -> str | None:
     data = op.data
     if isinstance(data, _UNSUPPORTED_DATA) or not isinstance(data, _SUPPORTED_DATA):
         return f"{what} is a {type(data).__name__}, which is unsupported"
-    try:
-        static_ints(op.get_size(), "size", op)
-        if isinstance(data, ir.Reduction):
-            static_ints(data.get_reduction_size(), "reduction size", op)
-    except UnsupportedGraph as exc:
-        return str(exc)
+    unmeasured = unmeasured_sizes(op)
+    if unmeasured is not None:
+        return unmeasured
     if any(int(s) == 0 for s in op.get_size()):
         return f"{what} has a zero-size dim {list(op.get_size())}"
     return None

@@ -43,7 +43,7 @@ from spyre_rules.ir.loop_stamp import (
     loop_tiled_dims,
     loop_tiled_reduction_dims,
 )
-from spyre_rules.ir.op_identity import stamped_kind
+from spyre_rules.ir.op_identity import is_allocation, stamped_kind
 from spyre_rules.program.op_spec import IndirectIndex, OpSpec, TensorArg
 
 __all__ = ["build_op_spec", "check_recordable", "output_positions", "spec_op_name", "tail_ranges"]
@@ -79,12 +79,14 @@ def check_recordable(op: ir.ComputedBuffer) -> None:
     """Trace ``op``'s untiled loop body once, as ``build_op_spec`` will: raises the
     recorder's UnsupportedGraph (indirect indexing, scans, unknown ops, ...) before
     any code is generated, so the backend can place the op on the host."""
+    if is_allocation(op):
+        return  # no loop body: the Scheduler gives it no kernel, codegen none
     what = op_description(op)
     (sizes, rsizes), body, _ = op.get_default_sizes_body()
     n_out = len(sizes)
     symbols = [sympy_index_symbol(f"c{i}") for i in range(n_out + len(rsizes))]
     ranges = dict(zip(symbols, [*sizes, *rsizes]))
-    recorder = ProgramRecorder(what)
+    recorder = ProgramRecorder(what, symbols)
     with V.set_ops_handler(SimplifyIndexing(recorder, ranges)):
         body(symbols[:n_out], symbols[n_out:])
     if recorder.store_entry is None:
@@ -109,7 +111,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
         **{kept[d]: sympy.Integer(e) for d, e in _loop_extents(op).items()},
         **{kept_red[r]: sympy.Integer(e) for r, e in _loop_reduction_extents(op).items()},
     }
-    recorder = ProgramRecorder(what)
+    recorder = ProgramRecorder(what, symbols)
     with V.set_ops_handler(SimplifyIndexing(recorder, loop_ranges)):
         body(symbols[:n_out], symbols[n_out:])
     if recorder.store_entry is None:

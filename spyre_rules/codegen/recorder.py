@@ -8,7 +8,9 @@ into an access (buffer name + index) that becomes a TensorArg.  An
 ``indirect_index`` entry binding a fresh symbol ``indN`` that later load
 and store indices use (a scatter stores through one).  Anything the executor
 could not run (random numbers, bitcasts, masked stores, store modes other than
-an atomic add, unknown op names) raises UnsupportedGraph naming the op.
+an atomic add, unknown op names, an ``index_expr`` outside the index vocabulary
+``program/index_eval.py`` or over a symbol no loop binds) raises
+UnsupportedGraph naming the op.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch._inductor.virtualized import V
 
 from spyre_rules.facts.coordinates import to_plain_sympy
 from spyre_rules.ir.errors import UnsupportedGraph
+from spyre_rules.program.index_eval import ExprEvalError, compile_expr
 from spyre_rules.program.pointwise import POINTWISE_OPS
 
 __all__ = ["Access", "ProgramRecorder", "Ref", "dtype_name"]
@@ -50,8 +53,10 @@ class Access:
 
 
 class ProgramRecorder(DefaultHandler):
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, symbols: Any = None) -> None:
         self.what = what  # op description for error messages
+        #: the body's iteration symbols (c0, c1, ...); None: not checked
+        self.symbols = None if symbols is None else frozenset(symbols)
         self.program: list[dict[str, Any]] = []
         self.accesses: list[Access] = []
         self.store_entry: dict[str, Any] | None = None
@@ -119,8 +124,25 @@ class ProgramRecorder(DefaultHandler):
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Ref:
         # Plain floor/Mod so the printed source re-parses with stock sympify.
-        return self._emit({"op": "index_expr", "expr": to_plain_sympy(expr),
+        return self._emit({"op": "index_expr", "expr": self._evaluable(to_plain_sympy(expr)),
                            "dtype": dtype_name(dtype)})
+
+    def _evaluable(self, expr: sympy.Expr) -> sympy.Expr:
+        """``expr`` if the executor can evaluate it at every point of the loop; else the
+        op is refused here, while the backend can still put it on the host, instead of
+        failing when the program runs."""
+        if self.symbols is not None:
+            unbound = sorted(map(str, expr.free_symbols - self.symbols - set(self.indirect)))
+            if unbound:
+                raise self._refuse(
+                    f"index expression {expr} depends on {', '.join(unbound)}, which no loop "
+                    "binds: a value known only when the graph runs (data-dependent)"
+                )
+        try:
+            compile_expr(expr)
+        except ExprEvalError as exc:
+            raise self._refuse(str(exc)) from None
+        return expr
 
     def to_dtype(self, x: Any, dtype: torch.dtype, src_dtype: Any = None,
                  use_compute_types: bool = True) -> Ref:

@@ -149,6 +149,7 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
 
     import spyre_rules
     from spyre_rules import config
+    from spyre_rules.errors import cause_chain_text
     from spyre_rules.ir.errors import BackendCompileError
     from spyre_rules.examples import span_overflow
     from spyre_rules.executor.runtime import recent_kernels
@@ -176,7 +177,9 @@ def run_demo(model_name: str, max_span_bytes: int | None, sencores: int, out: Pa
         while cause is not None and not isinstance(cause, (BackendCompileError,
                                                            spyre_rules.Unsupported)):
             cause = cause.__cause__ or cause.__context__
-        report["error"] = str(cause if cause is not None else exc).splitlines()[0]
+        # our refusal names the op; anything else is told by its whole cause chain
+        report["error"] = (str(cause).splitlines()[0] if cause is not None
+                           else cause_chain_text(exc))
         report["graphs"] = _graphs(out, before_dirs)  # a refused graph still writes plan.json
         return report
     with torch.no_grad():

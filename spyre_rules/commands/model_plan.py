@@ -115,13 +115,15 @@ class Progress:
 
 
 def _find_error(exc: BaseException) -> str:
-    from spyre_rules.errors import Unsupported, exception_chain
+    """Our refusal's text when the compiler refused (it names the op and why), else the
+    whole cause chain: Dynamo's wrapper alone says only ``backend=... raised:``."""
+    from spyre_rules.errors import Unsupported, cause_chain_text, exception_chain
     from spyre_rules.ir.errors import BackendCompileError
 
     for cause in exception_chain(exc):
         if isinstance(cause, (BackendCompileError, Unsupported)):
             return str(cause).splitlines()[0]
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return cause_chain_text(exc)
 
 
 def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,

@@ -16,7 +16,7 @@ import torch
 
 from spyre_rules.executor import views
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.program.op_spec import TensorArg, element_bytes
 
 __all__ = ["Access", "device_strides", "structure"]

@@ -42,7 +42,7 @@ from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.indirect import active_mask, bind_indirect_index
 from spyre_rules.executor.space import Space as _Space
 from spyre_rules.executor.space import blocks
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.program.op_spec import OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 

@@ -38,7 +38,7 @@ from spyre_rules.executor.batched_loops import run_batched
 from spyre_rules.executor.evaluate import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor.nan_checks import Deferred
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
 
 __all__ = ["LoopAddressError", "check_affine", "run_items", "CHECK_ITERATIONS"]

@@ -33,7 +33,7 @@ import torch
 
 from spyre_rules.codegen.access import forward_coordinates
 from spyre_rules.executor import dtypes, views
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, contiguous_strides
 
 __all__ = ["CHUNK_POSITIONS", "StickifyError", "host_offsets", "stickify", "structured",

@@ -6,6 +6,8 @@
   ``pointwise``.
 * :func:`ir_class` -- the IR class computing the op (``Pointwise``, ``Reduction``;
   the op's own type when it has no ``data``): the engine's ``OpDecision.kind``.
+* :func:`is_allocation` -- Inductor's uninitialised allocation (``torch.empty``): a
+  buffer with no loop body to plan, trace or run.
 
 ``op_description`` (``ir_edit.py``) adds the aten origins for messages.
 """
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KIND_ATTR", "ir_class", "op_kind", "op_name", "set_op_kind", "stamped_kind"]
+__all__ = ["KIND_ATTR", "ir_class", "is_allocation", "op_kind", "op_name", "set_op_kind",
+           "stamped_kind"]
 
 #: Attribute holding the kind of an op a pass inserted (restickify, copy).
 KIND_ATTR = "spyre_rules_kind"
@@ -51,3 +54,19 @@ def op_kind(op: Any) -> str:
 def ir_class(op: Any) -> str:
     data = getattr(op, "data", None)
     return type(data).__name__ if data is not None else type(op).__name__
+
+
+def is_allocation(op: Any) -> bool:
+    """``op`` only allocates its buffer: Inductor lowers ``torch.empty`` / ``empty_like`` /
+    ``empty_strided`` to a Pointwise fill whose loop ranges it then sets to zero, so that
+    its Scheduler makes a NopKernelSchedulerNode (no kernel) while the layout keeps the
+    real size.  Tracing that loop body fails inside Inductor (a range ``[0:-1]``), so
+    every stage that plans, traces or runs a body asks this first; the buffer is laid
+    out and allocated like any other and its contents are whatever the ops that write
+    into it (in place) leave there, as on stock Inductor."""
+    from torch._inductor import ir
+
+    if not isinstance(op, ir.ComputedBuffer) or not isinstance(op.data, ir.Pointwise):
+        return False
+    ranges, size = op.data.get_size(), op.get_size()
+    return any(r == 0 for r in ranges) and not any(s == 0 for s in size)

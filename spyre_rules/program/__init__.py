@@ -5,7 +5,10 @@
 * ``memory_map`` -- ``MemoryMap``, the simulated HBM byte map of one graph;
 * ``pointwise``  -- the pointwise op vocabulary of ``op_info`` programs and its
   meaning (torch implementations): codegen accepts exactly these names, the
-  executor runs them.
+  executor runs them;
+* ``index_eval`` -- the meaning of index expressions (sympy over ``c0, c1, ...``)
+  on integer grids: codegen records an ``index_expr`` only when it compiles here,
+  the executor evaluates it here.
 
 Passes, codegen, the scheduler and the executor import these records without
 importing codegen's builders.  Import the modules directly (this package imports

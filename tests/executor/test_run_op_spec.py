@@ -8,7 +8,7 @@ import torch
 
 from spyre_rules.executor import DeviceMemory, DeviceMemoryError, run_op_spec, stickify, unstickify
 from spyre_rules.executor import evaluate as evaluate_module
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.layout import generic_stick_layout
 from spyre_rules.program.op_spec import OpSpec, TensorArg
 

@@ -30,7 +30,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from spyre_rules.codegen.recorder import ProgramRecorder
 from spyre_rules.errors import CoordinateError
 from spyre_rules.executor.stickify import _positions
-from spyre_rules.executor.sympy_eval import evaluate
+from spyre_rules.program.index_eval import evaluate
 from spyre_rules.facts.coordinates import access_coordinates
 from spyre_rules.facts.stick_layout import generic_stick_layout
 

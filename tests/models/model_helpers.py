@@ -162,6 +162,23 @@ def compile_model(module: torch.nn.Module, inputs: tuple, **cfg) -> ModelRun:
                          expected, **cfg)
 
 
+def compile_captured(module: torch.nn.Module, inputs: tuple, **cfg):
+    """``compile_model`` that also keeps the one graph Dynamo traced:
+    ``(run, graph, example inputs)``, to hand the graph to the backend again."""
+    graphs = []
+
+    def capturing(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return spyre_rules_backend(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected = module(*inputs)
+    run = _compiled_run(lambda: torch.compile(module, backend=capturing)(*inputs), expected, **cfg)
+    (graph, example_inputs), = graphs  # one graph: no graph break
+    return run, graph, example_inputs
+
+
 @dataclass
 class Traced:
     """One model traced by Dynamo once; its graph recompiled per setting."""

@@ -117,9 +117,67 @@ MODELS = {
 }
 
 
+# -- mixtures of experts (transformers' grouped-experts path) and the Granite 4 hybrid --
+
+EXPERTS = 4
+EXPERTS_PER_TOKEN = 2
+
+
+def _experts(layers: int = 1, **extra) -> dict:
+    # one layer: every experts layer lowers alike, and each costs seconds of compile
+    return {"vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": FFN,
+            "num_hidden_layers": layers, "num_attention_heads": HEADS, "num_key_value_heads": 2,
+            "max_position_embeddings": 64, "num_experts_per_tok": EXPERTS_PER_TOKEN,
+            "bos_token_id": 0, "eos_token_id": 0, **extra}
+
+
+def mixtral(attn: str):
+    from transformers import MixtralConfig, MixtralModel
+
+    return MixtralModel, MixtralConfig(num_local_experts=EXPERTS, sliding_window=None,
+                                       **_experts(**_common(attn)))
+
+
+def qwen2_moe(attn: str):
+    from transformers import Qwen2MoeConfig, Qwen2MoeModel
+
+    return Qwen2MoeModel, Qwen2MoeConfig(num_experts=EXPERTS, moe_intermediate_size=FFN,
+                                         shared_expert_intermediate_size=FFN,
+                                         **_experts(**_common(attn)))
+
+
+def granitemoe(attn: str):
+    from transformers import GraniteMoeConfig, GraniteMoeModel
+
+    return GraniteMoeModel, GraniteMoeConfig(num_local_experts=EXPERTS, **_experts(**_common(attn)))
+
+
+def olmoe(attn: str):
+    from transformers import OlmoeConfig, OlmoeModel
+
+    return OlmoeModel, OlmoeConfig(num_experts=EXPERTS, **_experts(**_common(attn)))
+
+
+def granitemoehybrid(attn: str):
+    """Granite 4: a Mamba2 layer then an attention layer, both with experts."""
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridModel
+
+    return GraniteMoeHybridModel, GraniteMoeHybridConfig(
+        num_local_experts=EXPERTS, shared_intermediate_size=FFN, layer_types=["mamba", "attention"],
+        mamba_n_heads=4, mamba_d_head=2 * HIDDEN // 4, mamba_d_state=16, mamba_chunk_size=SEQ,
+        use_cache=False, **_experts(layers=2, **_common(attn)))
+
+
+#: name -> builder, as MODELS (not in it: these need host steps, README "Transformer models")
+EXPERT_MODELS = {
+    "mixtral": mixtral, "qwen2_moe": qwen2_moe, "granitemoe": granitemoe, "olmoe": olmoe,
+    "granitemoehybrid": granitemoehybrid,
+}
+
+
 def build(name: str, attn: str = "eager", dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """The model, randomly initialised with a fixed seed, in ``dtype``, eval mode."""
-    cls, cfg = MODELS[name](attn)
+    cls, cfg = {**MODELS, **EXPERT_MODELS}[name](attn)
     torch.manual_seed(SEED)
     return cls(cfg).to(dtype).eval()
 

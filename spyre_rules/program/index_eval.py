@@ -10,6 +10,11 @@ Each expression is compiled once into a closure tree (cached by expression),
 so a program's coordinates are not re-parsed per chunk.  Inductor's own index
 functions (FloorDiv, ModularIndexing, ...) are first rewritten into floor/Mod
 (``facts.coordinates.to_plain_sympy``).
+
+This module is the vocabulary of index expressions: the recorder
+(``codegen/recorder.py``) compiles every ``index_expr`` it records here and refuses the
+op, by name, when that fails, so an expression the executor cannot evaluate never
+reaches it (a reflect pad's ``Abs`` used to fail only when the program ran).
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ def _maximum(a: Any, b: Any) -> Any:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
     return max(a, b)
+
+
+def _abs(a: Any) -> Any:
+    return torch.abs(a) if isinstance(a, torch.Tensor) else abs(a)
 
 
 def _where(c: Any, a: Any, b: Any) -> Any:
@@ -126,6 +135,9 @@ def _compile(expr: sympy.Basic) -> Fn:
     if isinstance(expr, sympy.Mod):
         a, b = _compile(expr.args[0]), _compile(expr.args[1])
         return lambda env: _mod(a(env), b(env))
+    if isinstance(expr, sympy.Abs):  # exact on integers (a reflect pad's index)
+        inner_abs = _compile(expr.args[0])
+        return lambda env: _abs(inner_abs(env))
     if isinstance(expr, sympy.Min):
         return _fold(_minimum, [_compile(a) for a in expr.args])
     if isinstance(expr, sympy.Max):
