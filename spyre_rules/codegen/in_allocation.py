@@ -10,7 +10,11 @@ what the executor checks at run time (``executor/access.py``), for every iterati
 
 1. every device coordinate lies in ``[0, device_size[d])``, over the op's whole
    iteration space (every symbol over ``[0, range)``: the union of all cores' shares;
-   an indirect symbol over the dim it indexes);
+   an indirect symbol over the dim it indexes) and, for a moving arg, over every
+   iteration's shifted space (each tiled symbol ``s + i * step`` over the loops' real
+   iterations): a tile past the end of a device dim whose bytes still lie inside the
+   allocation (row 127 of a 127-row stick column is row 0 of the next) addresses
+   another element of the same tensor;
 2. the bytes it touches lie in its allocation: ``allocation + [lo, hi]`` of the
    element offset ``sum_d coord_d * device_stride_d`` (each coordinate's value
    range, ``facts/value_range``) plus the loop offset over the loops' real
@@ -37,7 +41,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from spyre_rules.codegen.loops import arg_level_strides, device_strides
+from spyre_rules.codegen.loops import arg_level_strides, arg_moves, device_strides, level_steps
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.value_range import value_range
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
@@ -112,6 +116,20 @@ def _shift_range(spec: OpSpec, arg: TensorArg, levels: list[range]) -> tuple[int
     return low, high
 
 
+def _shifted_box(spec: OpSpec, arg: TensorArg, box: dict[Any, tuple[int, int]],
+                 levels: list[range]) -> dict[Any, tuple[int, int]]:
+    """``box`` widened by every iteration's shift of the tiled symbols (a moving arg)."""
+    if not levels or not arg_moves(arg):
+        return box
+    out = dict(box)
+    for steps, iterations in zip(level_steps(spec, len(levels)), levels):
+        for sym, step in steps.items():
+            ends = (iterations[0] * int(step), iterations[-1] * int(step))
+            lo, hi = out[sym]
+            out[sym] = (lo + min(ends), hi + max(ends))
+    return out
+
+
 def _bound_arg(kernel: str, spec: OpSpec, arg: TensorArg, levels: list[range],
                segments: Mapping[str, tuple[int, int]]) -> AccessBound:
     access = "indirect read" if arg.indirect else ("read" if arg.is_input else "write")
@@ -124,28 +142,29 @@ def _bound_arg(kernel: str, spec: OpSpec, arg: TensorArg, levels: list[range],
     start, end = _allowed(arg, key, segments)
     box = {s: (0, int(r) - 1) for s, (r, _) in spec.iteration_space.items()}
     box.update({s: (0, n - 1) for s, n in arg.indirect_ranges().items()})
+    moved = _shifted_box(spec, arg, box, levels)
     sizes = [int(s) for s in arg.device_size]
     low = high = 0
+    problems = []
     for d, (coord, stride) in enumerate(zip(arg.device_coordinates, device_strides(sizes))):
-        found = value_range(coord, box)
-        if found is None:
+        found, every = value_range(coord, box), value_range(coord, moved)
+        if found is None or every is None:
             return AccessBound(**fields, low=None, end=None, allocation_start=start,
                                allocation_end=end,
                                problem=f"device coordinate {d} ({coord}) has no sound bound")
-        if found[0] < 0 or found[1] >= sizes[d]:
-            return AccessBound(**fields, low=None, end=None, allocation_start=start,
-                               allocation_end=end,
-                               problem=f"device coordinate {d} ({coord}) takes values in "
-                                       f"[{found[0]}, {found[1]}], outside [0, {sizes[d]})")
+        if every[0] < 0 or every[1] >= sizes[d]:
+            over = "" if moved is box else " over every iteration"
+            problems.append(f"device coordinate {d} ({coord}) takes values in "
+                            f"[{every[0]}, {every[1]}]{over}, outside [0, {sizes[d]})")
         low, high = low + found[0] * stride, high + found[1] * stride
     width = element_bytes(arg.device_dtype)
     shift_low, shift_high = _shift_range(spec, arg, levels)
     base = int(arg.allocation[key])
     touched = (base + low * width + shift_low, base + (high + 1) * width + shift_high)
-    problem = ""
     if touched[0] < start or touched[1] > end:
-        problem = (f"it reaches {max(start - touched[0], touched[1] - end, 0)} bytes "
-                   f"{'below' if touched[0] < start else 'past'} it")
+        problems.append(f"it reaches {max(start - touched[0], touched[1] - end, 0)} bytes "
+                        f"{'below' if touched[0] < start else 'past'} it")
+    problem = "; ".join(problems)
     return AccessBound(**fields, low=touched[0], end=touched[1], allocation_start=start,
                        allocation_end=end, problem=problem)
 

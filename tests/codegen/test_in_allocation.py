@@ -53,7 +53,8 @@ def test_the_unclipped_corner_tile_is_a_compile_error():
     assert str(info.value) == (
         "spyre_rules allocation check: kernel sdsc_batchmatmul_1, op buf0 (add): write of "
         "tensor buf0 touches bytes [57088, 65278), not proven inside its allocation "
-        "[32640, 65152): it reaches 126 bytes past it")
+        "[32640, 65152): device coordinate 1 (c0) takes values in [64, 127] over every "
+        "iteration, outside [0, 127); it reaches 126 bytes past it")
 
 
 def test_the_clipped_corner_tile_is_proven_tile_by_tile():
@@ -75,18 +76,27 @@ def test_a_loop_bounds_every_iteration():
     # two whole row tiles of 64 in one loop of count 2 overrun 127 rows by one row
     loop = LoopSpec(sympy.Integer(2), [LoopSpec(sympy.Integer(1), [_tile(64, 64)])])
     (bound,) = access_bounds("k", [loop])
+    # in the first stick column the bytes stay inside the tensor (row 127 of column 0 is
+    # row 0 of column 1): only the shifted coordinate shows the tile addresses another
+    # element of the same tensor
     assert (bound.low, bound.end) == (BASE, BASE + 128 * 128)
-    assert bound.problem == ""  # one stick column: 128 rows still inside [2, 127, 64]
+    assert bound.problem == ("device coordinate 1 (c0) takes values in [0, 127] over every "
+                             "iteration, outside [0, 127)")
     loop = LoopSpec(sympy.Integer(2), [LoopSpec(sympy.Integer(2), [_tile(64, 64)])])
     (bound,) = access_bounds("k", [loop])
     assert (bound.low, bound.end) == (BASE, BASE + 16256 + 128 * 128)
-    assert bound.problem == "it reaches 128 bytes past it"
+    assert bound.problem == ("device coordinate 1 (c0) takes values in [0, 127] over every "
+                             "iteration, outside [0, 127); it reaches 128 bytes past it")
+    # rows 0..126 in tiles of 64 and 63: proven
+    loop = [LoopSpec(sympy.Integer(1), [LoopSpec(sympy.Integer(1), [_tile(64, 64)])]),
+            LoopSpec(sympy.Integer(1), [LoopSpec(sympy.Integer(1), [_tile(63, 64)])], first=1)]
+    assert [b.problem for b in access_bounds("k", loop)] == ["", ""]
 
 
 def test_a_coordinate_outside_its_device_dim_is_refused():
     (bound,) = access_bounds("k", [_tile(128, 64)])
     assert bound.problem == "device coordinate 1 (c0) takes values in [0, 127], outside [0, 127)"
-    assert bound.low is None
+    assert (bound.low, bound.end) == (BASE, BASE + 128 * 128)
 
 
 def test_the_memory_map_segment_narrows_the_allocation():
