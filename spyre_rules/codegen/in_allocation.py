@@ -37,14 +37,13 @@ in bounds today; one that does is refused here until the proof learns its masks.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from spyre_rules.codegen.loops import arg_level_strides, arg_moves, device_strides, level_steps
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.value_range import value_range
-from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes, output_name
 
 __all__ = ["AccessBound", "AllocationBoundsError", "access_bounds", "prove_in_allocation"]
 
@@ -85,17 +84,6 @@ class AccessBound:
         )
 
 
-def _op_name(spec: OpSpec) -> str:
-    """The op's output buffer (what its store writes), as the span check names it."""
-    region = spec.op_info.get("region")
-    if region:
-        return region["op"]
-    index = (spec.op_info.get("store") or {}).get("arg")
-    if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
-        return spec.args[index].name
-    return next((a.name for a in spec.args if not a.is_input and a.name), spec.op)
-
-
 def _allowed(arg: TensorArg, key: str, segments: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
     start = int(arg.allocation[key])
     end = start + arg.size_in_bytes
@@ -133,7 +121,7 @@ def _shifted_box(spec: OpSpec, arg: TensorArg, box: dict[Any, tuple[int, int]],
 def _bound_arg(kernel: str, spec: OpSpec, arg: TensorArg, levels: list[range],
                segments: Mapping[str, tuple[int, int]]) -> AccessBound:
     access = "indirect read" if arg.indirect else ("read" if arg.is_input else "write")
-    fields = dict(kernel=kernel, op=_op_name(spec), kind=spec.op,
+    fields = dict(kernel=kernel, op=output_name(spec), kind=spec.op,
                   tensor=arg.name or f"arg{arg.arg_index}", access=access)
     key = next((k for k in ("hbm", "lx") if k in arg.allocation), None)
     if key is None:

@@ -24,7 +24,6 @@ from ops_helpers import randn, run_spyre
 from spyre_rules import config
 from spyre_rules.errors import exception_chain
 from spyre_rules.ir.errors import UnsupportedGraph
-from spyre_rules.program.op_spec import iter_op_specs
 
 KiB = 1024
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
