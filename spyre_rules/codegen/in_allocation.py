@@ -30,8 +30,9 @@ naming the kernel, the op, the tensor and the byte range against the allocation.
 
 A masked load (``"masks"``: padding, concatenation) reads only where its masks hold
 and the executor exempts the other lanes; its coordinates are bounded over the
-whole space like any access.  No generated program relies on a mask to keep a load
-in bounds today; one that does is refused here until the proof learns its masks.
+whole space like any access.  No program of the test suite or of the fuzz campaigns
+relies on a mask to keep a load in bounds; one that does is refused here until the
+proof learns its masks.
 """
 
 from __future__ import annotations
