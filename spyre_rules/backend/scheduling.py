@@ -34,6 +34,7 @@ from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.loop_stamp import loop_count
 from spyre_rules.passes.accumulators import ACCUMULATOR_ATTR, accumulators
 from spyre_rules import config
+from spyre_rules.codegen.in_allocation import prove_in_allocation
 from spyre_rules.codegen.loops import unroll_loop_specs
 from spyre_rules.codegen.span_check import check_kernel
 from spyre_rules.codegen.tail import peel_last_tile
@@ -70,6 +71,11 @@ def placement(name: str, state: RulesGraphState) -> TensorPlacement:
         device_dtype=dl.device_dtype,
         address=int(layout.allocation["hbm"]),
     )
+
+
+def _segments(state: RulesGraphState) -> dict[str, tuple[int, int]]:
+    memory = state.memory
+    return {} if memory is None else {n: (s.address, s.end) for n, s in memory.segments.items()}
 
 
 def _kernel_name(specs: list[OpSpec], state: RulesGraphState) -> str:
@@ -170,6 +176,9 @@ class RulesScheduling(BaseScheduling):
         with V.set_kernel_handler(kernel):
             specs = _build_specs(_body_of(node), kernel, state)
         name = _kernel_name(specs, state)
+        # Always, whatever span_check says: a program that may touch another buffer's
+        # bytes is a compiler bug, never a policy choice (codegen/in_allocation.py).
+        prove_in_allocation(name, specs, _segments(state))
         if config.span_check != "off":
             # On the loops as written: the per-iteration domain is explicit there.
             state.span_checks.extend(check_kernel(name, specs, config.max_span_bytes,

@@ -59,7 +59,7 @@ from spyre_rules.codegen.loops import arg_moves, level_steps
 from spyre_rules.engine.records import NO_PLAN
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.facts.spans import coordinate_span_bound
-from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
+from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes, output_name
 
 __all__ = [
     "DimCheck",
@@ -287,20 +287,6 @@ def _arg_dims(spec: OpSpec, arg: TensorArg, levels: list[range],
     return out
 
 
-def _op_name(spec: OpSpec) -> str:
-    """The op's output buffer (what ``store`` writes through): the plan record's key.
-
-    A region of a concatenation stores into the concatenation buffer; its own name
-    is in ``op_info["region"]``; an in-place write's in ``op_info["in_place"]``."""
-    writes_into = spec.op_info.get("region") or spec.op_info.get("in_place")
-    if writes_into:
-        return writes_into["op"]
-    index = (spec.op_info.get("store") or {}).get("arg")
-    if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
-        return spec.args[index].name
-    return next((a.name for a in spec.args if not a.is_input and a.name), spec.op)
-
-
 def _left_to_indirect_path(record: Any) -> bool:
     decision = getattr(record, "decision", None)
     return getattr(decision, "rule", None) == DEFERRING_RULE
@@ -318,7 +304,7 @@ def check_kernel(kernel: str, items: list[Any], limit: int,
                 first = int(item.first)
                 walk(item.body, [*levels, range(first, first + int(item.count))])
                 continue
-            name = _op_name(item)
+            name = output_name(item)
             defer = _left_to_indirect_path((plan or {}).get(name))
             dims = [d for arg in item.args for d in _arg_dims(item, arg, levels, defer)]
             out.append(OpCheck(kernel=kernel, op=name, kind=item.op,

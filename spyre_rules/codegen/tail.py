@@ -14,12 +14,20 @@ Codegen states it as two loops over the same body:
 Every access of the last tile is a sub-box of that translated whole tile: the
 span check and the executor's bounds checks see its real extent, and no access
 reaches past the buffers.  Nested levels keep their own loops inside the tail.
+
+Levels are peeled innermost first (codegen builds a nest from the inside out), so
+an op with a remainder at two levels is clipped twice: the outer level's tail
+clips the copies the inner level's tail made.  Those copies therefore inherit
+their origin's entry in ``tails`` (keyed by ``id(OpSpec)``): without it the outer
+peel found nothing for them and the corner tile (last outer x last inner) kept
+the outer dim's whole range, one row past a buffer whose extent is odd
+(``a @ a.T`` at (127, 64), issue 40).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import sympy
@@ -29,11 +37,14 @@ from spyre_rules.program.op_spec import LoopSpec, OpSpec
 __all__ = ["peel_last_tile"]
 
 
-def peel_last_tile(loop: LoopSpec, level: int,
-                   tails: Mapping[int, list[dict[Any, int]]]) -> list[LoopSpec]:
+Tails = MutableMapping[int, list[dict[Any, int]]]
+
+
+def peel_last_tile(loop: LoopSpec, level: int, tails: Tails) -> list[LoopSpec]:
     """``[loop]``, or ``[whole tiles, last tile]`` when an op of ``loop``'s body has a
     shorter last tile at ``level`` (outermost level 0).  ``tails``: ``id(OpSpec)`` ->
-    per level, ``{symbol: last tile extent}`` (``codegen.build.tail_ranges``)."""
+    per level, ``{symbol: last tile extent}`` (``codegen.build.tail_ranges``); each
+    OpSpec copy of the last tile is entered with its origin's (module doc)."""
     if not _has_tail(loop.body, level, tails):
         return [loop]
     count = int(loop.count)
@@ -43,12 +54,12 @@ def peel_last_tile(loop: LoopSpec, level: int,
                      first=first + count - 1)]
 
 
-def _level_tail(spec: Any, level: int, tails: Mapping[int, list[dict[Any, int]]]) -> dict[Any, int]:
+def _level_tail(spec: Any, level: int, tails: Tails) -> dict[Any, int]:
     levels = tails.get(id(spec)) or []
     return levels[level] if level < len(levels) else {}
 
 
-def _has_tail(items: list[Any], level: int, tails: Mapping[int, list[dict[Any, int]]]) -> bool:
+def _has_tail(items: list[Any], level: int, tails: Tails) -> bool:
     for item in items:
         if isinstance(item, LoopSpec):
             if _has_tail(item.body, level, tails):
@@ -58,14 +69,17 @@ def _has_tail(items: list[Any], level: int, tails: Mapping[int, list[dict[Any, i
     return False
 
 
-def _clip(items: list[Any], level: int, tails: Mapping[int, list[dict[Any, int]]]) -> list[Any]:
+def _clip(items: list[Any], level: int, tails: Tails) -> list[Any]:
     out: list[Any] = []
     for item in items:
         if isinstance(item, LoopSpec):
             out.append(LoopSpec(count=item.count, body=_clip(item.body, level, tails),
                                 first=item.first))
         else:
-            out.append(_clip_spec(item, _level_tail(item, level, tails)))
+            clipped = _clip_spec(item, _level_tail(item, level, tails))
+            if id(item) in tails:  # an outer level peels this copy again
+                tails[id(clipped)] = tails[id(item)]
+            out.append(clipped)
     return out
 
 

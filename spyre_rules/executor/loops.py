@@ -16,6 +16,13 @@ tuples when fewer, else every level at its first, second and last iteration in
 all combinations).  Iterations are the loops' real values: a ``LoopSpec`` with
 ``first`` runs ``first .. first + count - 1`` (a peeled last tile), and both the
 run and the check shift by those values.
+
+The same pass checks every shifted coordinate against its device dim: a run checks
+the tile's unshifted coordinates and its bytes against the allocation
+(``access.Access``), and a tile shifted past the end of a device dim whose bytes
+stay inside the allocation (row 127 of a 127-row stick column is row 0 of the
+next) would pass both while addressing another element of the same tensor.  A load
+under masks is exempt, as its masked-off lanes are in a run.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from spyre_rules.codegen.loops import (
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.batched_loops import run_batched
 from spyre_rules.executor.evaluate import bound_program, run_op_spec
-from spyre_rules.executor.hbm import DeviceMemory
+from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.nan_checks import Deferred
 from spyre_rules.program.index_eval import evaluate
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorArg, element_bytes
@@ -145,15 +152,38 @@ def _iterations(levels: tuple[range, ...]) -> list[tuple[int, ...]]:
     return list(itertools.product(*corners))
 
 
-def _offsets(arg: TensorArg, env: dict[str, Any], shift: dict[Any, Any]) -> torch.Tensor:
+def _coordinates(arg: TensorArg, env: dict[str, Any], shift: dict[Any, Any]) -> list[torch.Tensor]:
+    return [torch.as_tensor(evaluate(coord.xreplace(shift) if shift else coord, env),
+                            dtype=torch.int64) for coord in arg.device_coordinates]
+
+
+def _offsets(coords: list[torch.Tensor], arg: TensorArg) -> torch.Tensor:
     total: Any = 0
-    for coord, stride in zip(arg.device_coordinates, device_strides(arg.device_size)):
-        expr = coord.xreplace(shift) if shift else coord
-        total = total + torch.as_tensor(evaluate(expr, env), dtype=torch.int64) * stride
+    for value, stride in zip(coords, device_strides(arg.device_size)):
+        total = total + value * stride
     return torch.as_tensor(total, dtype=torch.int64)
 
 
-def _check_arg(spec: OpSpec, arg: TensorArg, levels: tuple[range, ...], where: str) -> None:
+def _check_range(spec: OpSpec, arg: TensorArg, coords: list[torch.Tensor],
+                 iteration: tuple[int, ...], where: str) -> None:
+    for d, (value, size) in enumerate(zip(coords, arg.device_size)):
+        bad = (value < 0) | (value >= int(size))
+        if bool(bad.any()):
+            raise DeviceMemoryError(
+                f"kernel {where}: op {spec.op}: tensor {arg.name}: at loop iteration "
+                f"{list(iteration)} device coordinate {d} = {arg.device_coordinates[d]} "
+                f"(shifted) takes the value {int(value.expand(bad.shape)[bad][0])} outside "
+                f"[0, {int(size)})")
+
+
+def _masked_loads(spec: OpSpec) -> set[int]:
+    """Positions in ``spec.args`` of the args some load reads under masks."""
+    return {entry["arg"] for entry in spec.op_info.get("program", ())
+            if entry.get("op") == "load" and entry.get("masks")}
+
+
+def _check_arg(spec: OpSpec, arg: TensorArg, levels: tuple[range, ...], where: str,
+               check_range: bool = True) -> None:
     depth = len(levels)
     strides = arg_level_strides(spec, arg, depth)
     used = set().union(*(c.free_symbols for c in arg.device_coordinates))
@@ -165,11 +195,14 @@ def _check_arg(spec: OpSpec, arg: TensorArg, levels: tuple[range, ...], where: s
         shape = [1] * len(names)
         shape[axis] = ranges[sym]
         env[str(sym)] = torch.arange(ranges[sym], dtype=torch.int64).view(shape)
-    base = _offsets(arg, env, {})
+    base = _offsets(_coordinates(arg, env, {}), arg)
     width = element_bytes(arg.device_dtype)
     for iteration in _iterations(levels):
         shift = shifted_symbols(spec, iteration)
-        exact = _offsets(arg, env, shift)
+        coords = _coordinates(arg, env, shift)
+        if check_range:
+            _check_range(spec, arg, coords, iteration, where)
+        exact = _offsets(coords, arg)
         affine = sum(i * s for i, s in zip(iteration, strides))
         if affine % width or not bool(torch.equal(*torch.broadcast_tensors(exact, base + affine // width))):
             raise LoopAddressError(
@@ -188,8 +221,9 @@ def check_affine(items: list[Any], where: str) -> int:
     for spec, levels in _walk(items, ()):
         if not levels:
             continue
-        for arg in spec.args:
+        masked = _masked_loads(spec)
+        for index, arg in enumerate(spec.args):
             if arg_moves(arg) and any(level_symbols(spec, len(levels))):
-                _check_arg(spec, arg, levels, where)
+                _check_arg(spec, arg, levels, where, check_range=index not in masked)
                 checked += 1
     return checked

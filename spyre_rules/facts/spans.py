@@ -49,6 +49,7 @@ import sympy
 
 from spyre_rules.facts.breakpoints import breakpoints as _breakpoints
 from spyre_rules.facts.breakpoints import linear_periods as _linear_periods
+from spyre_rules.facts.sympy_native import normalize as _normalize
 from spyre_rules.facts.tile_extent import tile_extent
 
 __all__ = [
@@ -94,66 +95,6 @@ class DimSpan:
     stride_elems: int
     span_bytes: int | None
     exact: bool
-
-
-# --------------------------------------------------------------------------------------
-# Normalisation: torch index functions -> sympy natives, symbols -> integer >= 0.
-
-
-def _floor_div(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
-    return sympy.floor(a / b)
-
-
-# torch.utils._sympy.functions classes, by name, as sympy-native rewrites.  Their
-# Mod variants agree with sympy's Mod for non-negative dividends, and a Mod is only
-# ever bounded when its dividend is a bare (non-negative) loop symbol.
-_TORCH_REWRITES = {
-    "FloorDiv": _floor_div,
-    "CleanDiv": _floor_div,
-    "CeilDiv": lambda a, b: sympy.ceiling(a / b),
-    "ModularIndexing": lambda a, b, c: sympy.Mod(_floor_div(a, b), c),
-    "Mod": sympy.Mod,
-    "PythonMod": sympy.Mod,
-    "Identity": lambda a: a,
-    "PowByNatural": lambda a, b: a**b,
-    "FloorToInt": sympy.floor,
-    "CeilToInt": sympy.ceiling,
-    "Min": sympy.Min,
-    "Max": sympy.Max,
-}
-
-
-def _rewrite(expr: sympy.Basic) -> sympy.Basic:
-    if not expr.args:
-        return expr
-    args = tuple(_rewrite(a) for a in expr.args)
-    name = type(expr).__name__
-    native = _TORCH_REWRITES.get(name)
-    if native is not None and not _is_sympy_native(expr):
-        return native(*args)
-    if args == expr.args:
-        return expr
-    return expr.func(*args)
-
-
-def _is_sympy_native(expr: sympy.Basic) -> bool:
-    return type(expr).__module__.startswith("sympy.")
-
-
-@lru_cache(maxsize=8192)
-def _normalize(expr: sympy.Expr) -> tuple[sympy.Expr, tuple[tuple[sympy.Symbol, sympy.Symbol], ...]]:
-    """Native sympy form over integer >= 0 symbols, plus (canonical, original) pairs."""
-    originals = sorted(expr.free_symbols, key=lambda s: (s.name, str(s.assumptions0)))
-    names = [s.name for s in originals]
-    if len(set(names)) == len(names):
-        canon = {s: sympy.Symbol(s.name, integer=True, nonnegative=True) for s in originals}
-        expr = expr.xreplace(canon)
-    else:  # two distinct symbols share a name: keep them apart rather than merge them
-        canon = {s: s for s in originals}
-    native = _rewrite(expr)
-    back = {c: o for o, c in canon.items()}
-    ordered = sorted(native.free_symbols, key=lambda s: s.name)
-    return native, tuple((c, back.get(c, c)) for c in ordered)
 
 
 # --------------------------------------------------------------------------------------

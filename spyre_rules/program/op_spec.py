@@ -133,6 +133,7 @@ __all__ = [
     "TensorPlacement",
     "element_bytes",
     "iter_op_specs",
+    "output_name",
     "sympify",
 ]
 
@@ -248,3 +249,17 @@ def iter_op_specs(items: list[Any]) -> Any:
             yield from iter_op_specs(item.body)
         else:
             yield item
+
+
+def output_name(spec: OpSpec) -> str:
+    """The op's output buffer (what ``store`` writes through): how reports name an OpSpec
+    (the span check's and the in-allocation proof's key into the plan records).  A region
+    of a concatenation stores into the concatenation buffer, an in-place write into the
+    buffer it writes; their own names are in ``op_info["region"]`` / ``op_info["in_place"]``."""
+    writes_into = spec.op_info.get("region") or spec.op_info.get("in_place")
+    if writes_into:
+        return writes_into["op"]
+    index = (spec.op_info.get("store") or {}).get("arg")
+    if isinstance(index, int) and 0 <= index < len(spec.args) and spec.args[index].name:
+        return spec.args[index].name
+    return next((a.name for a in spec.args if not a.is_input and a.name), spec.op)

@@ -105,6 +105,27 @@ def test_new_op_families_extend_old_programs_as_a_suffix():
                for p in extended for h in p.hints), "no new op inside a hint loop"
 
 
+def test_operands_read_twice_are_generated_in_every_form():
+    """fuzz_gram: one matmul reading one tensor twice, once transposed, appended to old
+    programs as one more output, on fresh inputs (often an odd side) and computed values."""
+    forms = collections.Counter()
+    odd = computed = 0
+    for i in range(COUNT):
+        program, before = generate(SEED, i), generate(SEED, i, read_twice=False)
+        if len(program.ops) == len(before.ops):
+            assert program.op_text() == before.op_text()
+            continue
+        assert program.ops[:-1] == before.ops and program.outputs[:-1] == before.outputs
+        op = program.ops[-1]
+        operand = re.match(r"(?:torch\.b?mm\()?(\w+)", op.expr).group(1)
+        forms[re.sub(rf"\b{operand}\b", "x", op.expr)] += 1
+        odd += op.out.shape[-1] % 2
+        computed += operand.startswith("t")
+    assert set(forms) == {"x @ x.T", "torch.mm(x, x.t())", "x.T @ x", "x @ x.transpose(-1, -2)",
+                          "torch.bmm(x, x.transpose(1, 2))", "x.transpose(1, 2) @ x"}
+    assert sum(forms.values()) == 47 and odd == 26 and computed == 11
+
+
 def test_generator_covers_the_op_families_and_hint_forms():
     text = "\n".join(generate(SEED, i).op_text() for i in range(COUNT))
     for needle in (".sum(", ".mean(", ".amax(", ".amin(", "keepdim=True", ".contiguous()",
@@ -242,7 +263,7 @@ def test_every_recorded_plan_is_one_the_program_runs(tmp_path):
     dropped before planning now; the fuzzer checks every compiled case for it."""
     from fuzz_plans import unrun_plans
 
-    program = generate(2912, 24)
+    program = generate(2912, 24, read_twice=False)  # as found (before bench/fuzz_gram.py)
     assert "t1.var()" in program.op_text()
     for variant in ("manual", "auto"):
         result = fuzz_run.run_variant(program, variant)
