@@ -15,7 +15,8 @@ about one float16 ulp (tests allow 2e-3) in float16.
 
 from __future__ import annotations
 
-from spyre_rules.executor.evaluate import CHUNK_ELEMENTS, run_op_spec
+from spyre_rules.executor.evaluate import CHUNK_ELEMENTS
+from spyre_rules.executor.run_program import run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError, IndirectIndexError
 from spyre_rules.executor.stickify import stickify, unstickify
 

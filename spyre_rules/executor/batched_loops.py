@@ -45,7 +45,8 @@ from typing import Any
 import torch
 
 from spyre_rules.executor import dtypes, native_half, scratch, views
-from spyre_rules.executor.evaluate import CHUNK_ELEMENTS, bound_program
+from spyre_rules.executor.evaluate import CHUNK_ELEMENTS
+from spyre_rules.executor.run_program import bound_program
 from spyre_rules.executor.hbm import DeviceMemory
 from spyre_rules.executor import nan_checks
 from spyre_rules.executor.nan_checks import Deferred

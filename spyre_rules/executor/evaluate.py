@@ -22,7 +22,7 @@ check on the block's coordinate extremes (any doubt -> the general path, which
 raises the exact error).  Everything between loads and the store is shared, so
 both paths produce identical bytes (``views.FORCE_GENERAL`` forces the general
 path; tests compare the two).  Per spec, the program is compiled once and
-re-bound per run (``compiled``); values are computed into reused buffers where
+re-bound per run (``compiled``, ``run_program.py``); values are computed into reused buffers where
 that gives the same bits (``scratch``); a structured load that does not depend on
 the split axis is reused by the following blocks of the same run when the store
 cannot overwrite it (docs/architecture.md, "Running one OpSpec").
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_rules.executor import (compiled, dtypes, extrema, nan_checks, native_half, reductions, scratch,
+from spyre_rules.executor import (dtypes, extrema, nan_checks, native_half, reductions, scratch,
                                   vector_loops, views)
 from spyre_rules.executor.access import Access as _Access
 from spyre_rules.executor.hbm import DeviceMemory
@@ -46,7 +46,7 @@ from spyre_rules.program.index_eval import evaluate
 from spyre_rules.program.op_spec import OpSpec
 from spyre_rules.program.pointwise import apply_pointwise
 
-__all__ = ["CHUNK_ELEMENTS", "bound_program", "run_op_spec"]
+__all__ = ["CHUNK_ELEMENTS"]
 
 #: Most iteration points evaluated at once.
 CHUNK_ELEMENTS = 1 << 20
@@ -556,53 +556,3 @@ class _Program:
             ranges = dict(self.out + self.red)
             access.injective_store = symbols <= set(ranges) and structure.injective(ranges)
         return access.injective_store
-
-
-def run_op_spec(spec: OpSpec, memory: DeviceMemory, where: str = "",
-                shifts: list[int] | None = None, lx: DeviceMemory | None = None,
-                checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None,
-                deferred: nan_checks.Deferred | None = None) -> None:
-    """Execute ``spec`` (``where`` prefixes the op in error messages, e.g. the kernel).
-
-    ``shifts``: per arg, the byte offset a counted loop applies this iteration
-    (``codegen.loops``); the bounds check stays against the arg's allocation.
-    ``lx``: the LX scratchpad memory for args allocated ``{'lx': off}``.
-    ``checked``: the programs whose specs were fingerprinted earlier in this same
-    kernel run (``loops.run_items``); nothing edits a spec while its kernel runs, so
-    a later iteration of a counted loop reuses the program without a fingerprint.
-    ``deferred``: the kernel run's NaN checks put off so far (``nan_checks.Deferred``).
-    """
-    program = bound_program(spec, memory, where, shifts, lx, checked)
-    try:
-        program.run(deferred)
-    finally:
-        program.release()
-
-
-def bound_program(spec: OpSpec, memory: DeviceMemory, where: str = "",
-                  shifts: list[int] | None = None, lx: DeviceMemory | None = None,
-                  checked: dict[tuple[int, int | None], tuple[OpSpec, _Program]] | None = None
-                  ) -> _Program:
-    """The spec's compiled program bound to this run (``run_op_spec``'s arguments);
-    the caller runs it and releases it.  A counted loop keeps it bound for the
-    kernel run and only moves its offsets per iteration (``_Program.move``)."""
-    memories = {"hbm": memory}
-    if lx is not None:
-        memories["lx"] = lx
-    # the number of shifts decides how many args get accesses (zip), so it is keyed
-    count = None if shifts is None else len(shifts)
-    hit = None if checked is None else checked.get((id(spec), count))
-    if hit is not None and hit[0] is spec:
-        program = hit[1]
-        program.bind(where, memories, shifts)
-    else:
-        key, keep = compiled.fingerprint(spec, count)
-        program = compiled.lookup(spec, key)
-        if program is None:
-            program = _Program(spec, where, memories, shifts)
-            compiled.remember(spec, key, keep, program)
-        else:
-            program.bind(where, memories, shifts)
-        if checked is not None:
-            checked[(id(spec), count)] = (spec, program)
-    return program

@@ -42,7 +42,7 @@ from spyre_rules.codegen.loops import (
 )
 from spyre_rules.errors import SpyreRulesError
 from spyre_rules.executor.batched_loops import run_batched
-from spyre_rules.executor.evaluate import bound_program, run_op_spec
+from spyre_rules.executor.run_program import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.nan_checks import Deferred
 from spyre_rules.program.index_eval import evaluate

@@ -3,7 +3,7 @@
 * An allocation (``torch.empty_like``): Inductor zeroes its loop ranges, and tracing that
   body raised ``ValueRangeError: Invalid ranges [0:-1]`` while the seam decided host
   steps (every mixture-of-experts model).  It is a buffer no kernel computes: it stays
-  on the program, the host step that writes it in place runs on the host.
+  on the program, and so does the ``index_put_`` that writes it in place (backend/in_place.py).
 * A data-dependent size (an unbacked symbol: a boolean mask, ``nonzero``, ``.item()``):
   the op is refused by name (a host step under fallback='eager'), as is an index
   expression over a data-dependent value.
@@ -53,20 +53,17 @@ def inverse_gather(x, perm):
     return x[inv] * 2
 
 
-INDEX_PUT = ("buf2 (aten ops: index_put_.default): writes into another buffer "
-             "(MutationLayoutSHOULDREMOVE); in-place mutation (other than a concatenation's "
-             "regions) is unsupported")
-
-
-def test_an_allocation_written_by_a_host_step_stays_on_the_program():
+def test_an_allocation_written_in_place_stays_on_the_program():
     x, perm = torch.randn(8, 16), torch.randperm(8, generator=torch.Generator().manual_seed(0))
-    compiled, messages = run_eager(inverse_gather, x, perm)
-    assert torch.equal(compiled.output, inverse_gather(x, perm))
-    assert messages == [host_warning(1, INDEX_PUT)]
-    # the allocation has no kernel; iota, the gather and the scale ran on the program
-    assert [spec.op for spec in compiled.op_specs()] == ["iota", "index", "mul"]
-    assert refusal(inverse_gather, x, perm) == (
-        "spyre_rules cannot compile this graph: " + INDEX_PUT.replace("):", ")", 1))
+    for fallback in ("eager", "error"):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            compiled = run_spyre(inverse_gather, x, perm, fallback=fallback)
+        assert torch.equal(compiled.output, inverse_gather(x, perm))
+        assert [str(w.message) for w in seen if str(w.message).startswith("spyre_rules")] == []
+        # the allocation has no kernel; the in-place write through perm (of an iota
+        # Inductor inlines), the gather and the scale ran on the program
+        assert [spec.op for spec in compiled.op_specs()] == ["index_put_", "index", "mul"]
 
 
 def masked_scale(x):

@@ -38,9 +38,7 @@ EXPERTS_LAYER = [
     ("histc.default", NO_LOWERING.format("torch.ops.aten.histc.default (FallbackKernel)")),
     GROUPED_MM,
     GROUPED_MM,
-    ("index_put_.default", "writes into another buffer (MutationLayoutSHOULDREMOVE); in-place "
-                           "mutation (other than a concatenation's regions) is unsupported"),
-]
+]  # the inverse permutation's index_put_ into an allocation runs on the program (in_place.py)
 #: the Mamba2 layer's depthwise causal conv1d
 CONV = ("convolution.default, permute.default, split_with_sizes.default, squeeze.dim, unsqueeze.default",
         NO_LOWERING.format("extern_kernels.convolution (ExternKernelAlloc)"))
