@@ -15,8 +15,7 @@ meta device, automatic tiling at 256 MiB, nothing runs), and one line reports:
 * fits: every access fits the span limit (the plan's verdict: no op refused, no
   access over the limit, every op span-checked) -- else the first refusal;
 * trips: the loop trips of the program, the sum over loop groups of the product
-  of their tile counts (as ``/work/shared/repros/odd_length_trips.sh`` counts
-  them from ``--format json``);
+  of their tile counts (the loop groups of ``spyre-rules plan --format json``);
 * pow2 trips: the same at the next power of two at or above the length (planned
   once per model and power, cached), and trips / pow2 trips.
 
