@@ -296,7 +296,8 @@ class _Grouper:
             if "refined" not in cells:
                 own = plan()
                 cells["refined"] = None if own is None else refine(op, own.levels, self.tiled,
-                                                                   self.loop, self.axes)
+                                                                   self.loop, self.axes,
+                                                                   self.ev.legal_splits)
             found = cells["refined"]
             return None if found is None else found[0]
 

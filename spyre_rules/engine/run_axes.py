@@ -20,7 +20,7 @@ op's plan; whether to take it (every member conforms) is the rules' decision.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from spyre_rules.engine.values import Level, Refine, RunMember, Tiling
 from spyre_rules.facts import op_facts as facts
@@ -111,10 +111,16 @@ def _levels_on(axes: RunAxes, op: Any, loop: list[tuple[Node, int]]) -> list[Lev
 
 
 def refine(op: Any, plan_levels: list[Level], tiled: dict[str, Any], loop: list[Level],
-           axes: RunAxes) -> tuple[Refine, dict[str, list[Level]]] | None:
+           axes: RunAxes, legal: Callable[[Any, int], list[int]] | None = None,
+           ) -> tuple[Refine, dict[str, list[Level]]] | None:
     """The open run's loop refined to ``op``'s plan: per loop index the larger of the
     run's and the plan's split, the plan's indices the run does not tile appended
     (inside the run's levels), every tiled member on its own dims, ``op`` on its own.
+    With ``legal`` (legality's counts of one split dim of an op), each index takes the
+    smallest count at least that larger split which ``legal`` admits for ``op``'s and
+    every remaining member's dim on it (:func:`_common_count`): 16052 query rows are
+    4 exact tiles of 4013 for the scores but cut the sticks of the softmax's row
+    statistics, whose loop needs 5 tiles of 3328 -- one count all can run.
     Also each member's levels by name.  A member with no single dim on some index
     cannot take the refined loop: it and the members before it are ``closed`` (they
     keep the run's split in a loop of their own, the rest read their full buffers
@@ -140,8 +146,6 @@ def refine(op: Any, plan_levels: list[Level], tiled: dict[str, Any], loop: list[
         own[trial.find((name, lv.host_dim))] = lv.split
     refined = [(root, max(split, own.get(root, 1))) for root, split in run]
     refined += [(root, split) for root, split in own.items() if root not in roots]
-    if [split for _, split in refined] == [lv.split for lv in loop]:
-        return None
     op_levels = _levels_on(trial, op, refined)
     if op_levels is None:
         return None
@@ -157,10 +161,36 @@ def refine(op: Any, plan_levels: list[Level], tiled: dict[str, Any], loop: list[
             members[member_name] = levels
     if not members:
         return None
+    if legal is not None:
+        dims = [(op, op_levels)] + [(tiled[n].op, lv) for n, lv in members.items()]
+        refined = [(root, _common_count(split, [(o, lv[i].host_dim) for o, lv in dims], legal))
+                   for i, (root, split) in enumerate(refined)]
+        op_levels = _resplit(op_levels, refined)
+        members = {n: _resplit(lv, refined) for n, lv in members.items()}
+    if [split for _, split in refined] == [lv.split for lv in loop]:
+        return None
     record = Refine(op_levels, _tiling(op_levels),
                     [RunMember(tiled[n].op, _tiling(lv)) for n, lv in members.items()],
                     frozenset(closed))
     return record, members
+
+
+def _common_count(split: int, dims: list[tuple[Any, int]],
+                  legal: Callable[[Any, int], list[int]]) -> int:
+    """The smallest count ``>= split`` legal for every ``(op, split dim)`` of one loop
+    index (one loop runs one count on all of them); ``split`` itself when there is
+    none (the rules' ``conforms`` then refuses it, naming the requirement)."""
+    common: set[int] | None = None
+    for o, d in dims:
+        counts = {k for k in legal(o, d) if k >= split}
+        common = counts if common is None else common & counts
+        if not common:
+            return split
+    return min(common) if common else split
+
+
+def _resplit(levels: list[Level], loop: list[tuple[Node, int]]) -> list[Level]:
+    return [Level(lv.host_dim, split, lv.is_reduction) for lv, (_, split) in zip(levels, loop)]
 
 
 def _tiling(levels: list[Level]) -> Tiling:

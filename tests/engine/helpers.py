@@ -30,6 +30,7 @@ from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
 from spyre_rules.facts.stick_layout import dtype_info
 from spyre_rules.facts.tile_accesses import full_buffer_write, input_read_accesses, tiled_accesses
+from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.spans import verify_spans
 
 FP16 = torch.float16
@@ -138,7 +139,7 @@ def span_problems(op, splits, limit: int, all_reads: bool = False) -> list[str]:
     layout, write = op.layout, facts.write
     coords = device_coordinates(layout.device_layout, write.index, write.ranges)
     per_symbol = split_by_symbol(facts.split_dims, key)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
+    ranges = {s: tile_of(r, per_symbol.get(s, 1)) for s, r in write.ranges.items()}
     steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
     problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
                               ranges, dtype_info(layout.dtype).itemsize, limit, steps)
@@ -158,11 +159,17 @@ def span_problems(op, splits, limit: int, all_reads: bool = False) -> list[str]:
                   and (c.free_symbols & set(write.ranges)
                        or not c.free_symbols & reduction_syms <= set(per_symbol)) else c
                   for c in coords]
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
+        ranges = {s: tile_of(r, per_symbol.get(s, 1)) for s, r in dep.ranges.items()}
         steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
         problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
                                   ranges, dtype_info(rl.dtype).itemsize, limit, steps)
     return problems
+
+
+def tile_of(r, k: int) -> int:
+    """A range's tile under ``k`` tiles: ``r / k``, or a remainder split's whole tile (its
+    shorter last tile is a sub-box of a translated whole one): facts/tile_extent.py."""
+    return int(r) if k <= 1 else tile_extent(int(r), k)
 
 
 def assert_span_safe(op, plan, limit: int) -> None:
@@ -197,21 +204,26 @@ def tiles_translate_by_enumeration(coords, device_size, ranges: dict, per_symbol
     tiled = [s for s in syms if per_symbol.get(s, 1) > 1]
     if not tiled:
         return True
-    shape = []
-    for s in syms:
-        k = per_symbol.get(s, 1)
-        shape += [k, int(ranges[s]) // k] if s in tiled else [int(ranges[s])]
-    blocks = offsets.reshape(shape)
-    tile_axes = [i + n for n, i in enumerate(syms.index(s) for s in tiled)]
-    blocks = np.moveaxis(blocks, tile_axes, list(range(len(tiled))))
-    first = blocks[(0,) * len(tiled)]
+    axes = [syms.index(s) for s in tiled]
+    # tile t of a symbol covers [t * T, min((t + 1) * T, r)): T = n / k, or a remainder
+    # split's whole tile and a shorter last one (compared with tile 0's first elements)
+    extents = [tile_of(ranges[s], per_symbol[s]) for s in tiled]
+
+    def block(tile):
+        index = [slice(None)] * len(syms)
+        for axis, t, size, s in zip(axes, tile, extents, tiled):
+            index[axis] = slice(t * size, min((t + 1) * size, int(ranges[s])))
+        return offsets[tuple(index)]
+
+    first = block((0,) * len(tiled))
     unit = []
     for n in range(len(tiled)):
         index = [0] * len(tiled)
         index[n] = 1
-        unit.append(int((blocks[tuple(index)] - first).flat[0]))
+        unit.append(int((block(tuple(index)).flat[0] - first.flat[0])))
     for tile in itertools.product(*(range(per_symbol[s]) for s in tiled)):
-        moved = blocks[tile] - first
+        here = block(tile)
+        moved = here - first[tuple(slice(0, n) for n in here.shape)]
         expected = sum(t * u for t, u in zip(tile, unit))
         if moved.min() != expected or moved.max() != expected:
             return False

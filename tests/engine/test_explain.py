@@ -26,13 +26,13 @@ def test_reduction_input_text(capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "rules: bundled rules/  (max_span_bytes=8192, sencores=32, automatic tiling on)"
-    assert "buf0 (Reduction): plan (host dim 0: 10 tiles) (host dim 1: 8 tiles)" in lines
+    assert "buf0 (Reduction): plan (host dim 0: 10 tiles) (host dim 1: 6 tiles)" in lines
     assert "  reason: input span overflow for arg0_1; output span overflow" in lines
     assert any(line.startswith("  candidates.input_span: emit -- input span overflow for arg0_1")
                for line in lines)
     assert any(line.startswith("  validation.full_buffer_write_fits: fail -- writing tile {0: 10} of buf0")
                for line in lines)
-    assert "  group ['buf0']: levels [(10000, 10, False), (10001, 8, False)]" in lines
+    assert "  group ['buf0']: levels [(10000, 10, False), (10001, 6, False)]" in lines
     # automatic tiling was on only for the run
     assert config.ignore_span_overflow_hints is True
 

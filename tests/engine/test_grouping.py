@@ -207,7 +207,7 @@ def test_pointwise_reading_a_reduction_joins_the_run_it_opened():
     assert outcome.actions["buf0"].rule == "reduction_opens_run"
     assert outcome.actions["buf1"].rule == "to_open_run"
     assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
-        (["buf0", "buf1"], [(10000, sympy.Integer(10), False), (10001, sympy.Integer(8), False)])]
+        (["buf0", "buf1"], [(10000, sympy.Integer(10), False), (10001, sympy.Integer(6), False)])]
 
 
 def _reads_closed_group(a):
@@ -250,7 +250,7 @@ def test_user_hinted_op_itself_is_passed(chain):
 def test_reduction_gets_a_singleton_group():
     ops = capture("sum0", lambda x: x.sum(dim=0), torch.randn(2, 20, 16, 64, dtype=FP16))
     assert groups_of(ops) == [(["buf0"], [(10000, sympy.Integer(10), False),
-                                          (10001, sympy.Integer(8), False)])]
+                                          (10001, sympy.Integer(6), False)])]
 
 
 def test_regrouping_is_idempotent(chain):

@@ -1,7 +1,10 @@
 """Legality's `otherwise splits` (docs/rules_language.md §6.3): exact split counts first;
 the fallback counts only where no exact count above 1 is legal, tested by the same
-requirements.  The bundled policy's fallback is the remainder tiles (`tile_counts`, tiles
-of `tile_extent(n, k)` elements, docs/layout_model.md §4.5); a policy edit removes it."""
+requirements.  The bundled policy offers exact and remainder counts together (`splits k in
+tile_counts(n)`, remainders on output dims only) so that the search weighs them by the loop
+trips they cost; the language's fallback is tested on a policy edit that restores the
+exact-first form (remainder tiles, `tile_extent(n, k)` elements, only where no exact count is
+legal: docs/layout_model.md §4.5), and another that drops the remainders altogether."""
 
 from __future__ import annotations
 
@@ -14,12 +17,20 @@ from spyre_rules.engine.api import evaluator
 from helpers import FP16, capture
 from test_policy_loading import rules_copy
 
-NO_FALLBACK = [("  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n", "")]
+BUNDLED_SPLITS = "  splits k in [c for c in tile_counts(n) if n % c == 0 or dim < rank(op)];\n"
+EXACT_FIRST = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n"
+                "  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n")]
+NO_FALLBACK = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n")]
 
 
 @pytest.fixture
 def exact_policy(tmp_path, monkeypatch):
     monkeypatch.setenv("SPYRE_RULES_PATH", str(rules_copy(tmp_path, {"planner.rules": NO_FALLBACK})))
+
+
+@pytest.fixture
+def fallback_policy(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPYRE_RULES_PATH", str(rules_copy(tmp_path, {"planner.rules": EXACT_FIRST})))
 
 
 def plus_one(cols: int):
@@ -37,7 +48,7 @@ def test_without_a_fallback_190_columns_do_not_split(exact_policy):
     assert ev.legal_splits(plus_one(190), 1) == [1]
 
 
-def test_no_legal_exact_count_gets_the_fallback_counts():
+def test_no_legal_exact_count_gets_the_fallback_counts(fallback_policy):
     """3 tiles of 64 columns (the last one 62): whole sticks."""
     ev = evaluator()
     op = plus_one(190)
@@ -53,7 +64,7 @@ def test_no_legal_exact_count_gets_the_fallback_counts():
     assert step.values["rejected"][-1] == "... 2 more" and len(step.values["rejected"]) == 24
 
 
-def test_a_legal_exact_count_never_sees_a_fallback_count():
+def test_a_legal_exact_count_never_sees_a_fallback_count(fallback_policy):
     """256 columns: 2 and 4 split exactly into whole sticks; 3 (tiles of 86) is never tried."""
     ev = evaluator()
     op = plus_one(256)
@@ -62,6 +73,18 @@ def test_a_legal_exact_count_never_sees_a_fallback_count():
     assert "fallback" not in step.values
     assert ("legality", "otherwise splits", "otherwise splits") not in exercised(ev.trace)
     assert [r.split(":")[0] for r in step.values["rejected"]] == ["8", "16", "32", "64", "128", "256"]
+
+
+def test_bundled_policy_offers_exact_and_remainder_counts_together():
+    """320 columns (5 sticks): the exact count 5 (tiles of 64) and the remainder count 3 (tiles of
+    128, the last 64) keep whole sticks and are both legal, in one list; the exact 2 and 4 (160
+    and 80 columns) cut sticks.  No fallback step is traced."""
+    ev = evaluator()
+    op = plus_one(320)
+    assert ev.legal_splits(op, 1) == [1, 3, 5]
+    (step,) = legality_steps(ev, 1)
+    assert "fallback" not in step.values
+    assert ("legality", "otherwise splits", "otherwise splits") not in exercised(ev.trace)
 
 
 def test_refusal_names_the_counts_of_both_sets():

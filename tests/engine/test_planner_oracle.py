@@ -49,7 +49,7 @@ from spyre_rules.facts.op_facts import op_facts
 from spyre_rules.facts.per_tile import split_by_symbol
 from spyre_rules.facts.stick_layout import dtype_info
 
-from helpers import _check_coords, by_name, plan_translates, span_problems
+from helpers import _check_coords, by_name, plan_translates, span_problems, tile_of
 
 #: 40 graphs of 8 independent random ops: 320 ops, each planned at its graph's random limit
 GRAPHS = 40
@@ -98,7 +98,7 @@ def _problems(op, key, limit):
     layout, write = op.layout, facts.write
     per_symbol = split_by_symbol(facts.split_dims, key)
     coords = device_coordinates(layout.device_layout, write.index, write.ranges)
-    ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in write.ranges.items()}
+    ranges = {s: tile_of(r, per_symbol.get(s, 1)) for s, r in write.ranges.items()}
     steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
     problems += _check_coords("full-buffer write", layout.device_layout.device_size, coords,
                               ranges, dtype_info(layout.dtype).itemsize, limit, steps)
@@ -108,7 +108,7 @@ def _problems(op, key, limit):
                                     dep.index, dep.ranges)
         # Every coordinate counts, reduction-driven ones too (a reduction level
         # splits them: measured per tile; otherwise over the whole reduction range).
-        ranges = {s: int(r) // per_symbol.get(s, 1) for s, r in dep.ranges.items()}
+        ranges = {s: tile_of(r, per_symbol.get(s, 1)) for s, r in dep.ranges.items()}
         steps = {s: (ranges[s], k) for s, k in per_symbol.items() if s in ranges}
         problems += _check_coords(f"read of {read.buffer}", rl.device_layout.device_size, coords,
                                   ranges, dtype_info(rl.dtype).itemsize, limit, steps)

@@ -42,7 +42,8 @@ def policy(tmp_path, monkeypatch):
 
 def test_lower_the_auto_split_cap(policy):
     """(8192, 64) + 1 at 8 KiB needs 128 tiles of host dim 0: within the shipped cap,
-    over a cap of 64 (the reference's, which unrolled its automatic loops)."""
+    over a cap of 64 (the reference's, which unrolled its automatic loops): the counts up to
+    64, exact and remainder, 15 of them kept, all overflow."""
     ops = capture("rows8192", lambda a: a + 1, torch.randn(8192, 64, dtype=FP16))
     before = decisions(ops, max_span_bytes=8192)["buf0"]
     assert before.plan.splits == ((0, 128),)
@@ -51,7 +52,7 @@ def test_lower_the_auto_split_cap(policy):
     after = decisions(ops, max_span_bytes=8192)["buf0"]
     assert after.reason == (
         "Cannot auto-tile buf0 (aten ops: add.Tensor): no combined split among host dims [0] "
-        "keeps every span within 8192 bytes after trying 6 combinations (the last: an output "
+        "keeps every span within 8192 bytes after trying 15 combinations (the last: an output "
         "span of buf0 still exceeds 8192 bytes with split {0: 64})")
 
 

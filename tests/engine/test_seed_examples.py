@@ -86,9 +86,11 @@ def lm_head():
 
 
 def test_1_pointwise_output_span_overflow(add_8195):
+    """2 remainder tiles of 4224 rows (the last 3971): the fewest loop trips; the reference's
+    exact-only search answers 5 tiles of 1639 (docs/layout_model.md §6.1)."""
     plan = plan_of(add_8195)
-    assert plan.splits == ((1, 5),)
-    assert plan.levels == (spyre_rules.SpanOverflowTileLevel(1, 5, False),)
+    assert plan.splits == ((1, 2),)
+    assert plan.levels == (spyre_rules.SpanOverflowTileLevel(1, 2, False),)
     assert plan.chunking_infos == (spyre_rules.ChunkingInfo(
         total_bytes=268_533_760, per_core_span=268_533_760, core_split_estimate=1,
         selected_device_dim_size=8195, selected_device_span_stride_elems=16384,
@@ -184,16 +186,17 @@ def test_4_reduction_input_span_controlled_by_output_dim(sum0):
     writes the full [16, 1, 20, 64] buffer, whose coordinate d1 still spans
     16 * 1280 * 2 = 40,960 bytes: ((0, 10)) is not span-safe.  The input read
     needs d0's range down to 2 (d0 steps over the whole inner extent of x:
-    2 * 2048 * 2 = 8192 bytes), the full-buffer write needs d1's down to 2
-    (2 * 1280 * 2 = 5120 bytes): the cheapest safe combination is
-    ((0, 10), (1, 8)).  (Dropping the full-buffer requirement from the rules
+    2 * 2048 * 2 = 8192 bytes), the full-buffer write needs d1's down to 3
+    (3 * 1280 * 2 = 7680 bytes): the cheapest safe combination is
+    ((0, 10), (1, 6)), host dim 1 in 6 remainder tiles of 3 (the last 1): 60 loop trips
+    where the exact ((0, 10), (1, 8)) takes 80.  (Dropping the full-buffer requirement from the rules
     gives back ((0, 10)): test_policy_edits.py.)
     """
     d = decide(sum0, max_span_bytes=8192)
     assert [(s.rule, s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         ("output_span", 1, 40960), ("input_span", 0, 81920)]
     plan = plan_of(sum0, max_span_bytes=8192)
-    assert plan.splits == ((0, 10), (1, 8))
+    assert plan.splits == ((0, 10), (1, 6))
     assert plan.reason == "input span overflow for arg0_1; output span overflow"
     assert [(c.selected_host_dim, c.per_core_span, c.reason) for c in plan.chunking_infos] == [
         (1, 40960, "output span overflow"), (0, 81920, "input span overflow for arg0_1")]
@@ -325,8 +328,8 @@ def huge():
 
 def test_6_layout_model_6_4_is_unsupported_under_single_division(huge, policy):
     """layout_model §6.4 under the reference's cap of 64.  Candidates: host 1 (2^43
-    bytes, needs 2^15) and host 2 (2^31, needs 8); legal splits of both are 1..64,
-    49 combinations.  The reference accepts (64, 8) only by dividing twice.  Dividing
+    bytes, needs 2^15) and host 2 (2^31, needs 8); legal splits of both are 1..64 (exact
+    and remainder counts), 16 kept per dim: 255 combinations.  The reference accepts (64, 8) only by dividing twice.  Dividing
     once, the per-tile buffer [64, 512, 1, 4096, 64] still spans 2^34 bytes on dim 0
     for (64, 8), and every combination leaves some span over 256 MiB -- so the policy
     raises Unsupported rather than emit an unsafe plan."""
@@ -334,7 +337,7 @@ def test_6_layout_model_6_4_is_unsupported_under_single_division(huge, policy):
     d = decide(huge, max_span_bytes=LIMIT, sencores=1)
     assert d.reason == (
         "Cannot auto-tile buf0 (aten ops: add.Tensor, expand.default): no combined split among "
-        f"host dims [1, 2] keeps every span within {LIMIT} bytes after trying 48 combinations "
+        f"host dims [1, 2] keeps every span within {LIMIT} bytes after trying 255 combinations "
         f"(the last: an output span of buf0 still exceeds {LIMIT} bytes with split {{1: 64, 2: 64}})")
     assert [(s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         (1, 2**43), (2, 2**31)]
@@ -364,9 +367,10 @@ def test_6_full_buffer_and_per_tile_views_differ(huge):
 # --------------------------------------------------------- 7. stick alignment
 
 
-#: The reference divides exactly or not at all: without the remainder fallback.
+#: The reference divides exactly or not at all: without the remainder counts.
 NO_REMAINDER = {"planner.rules": [
-    ("  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n", "")]}
+    ("  splits k in [c for c in tile_counts(n) if n % c == 0 or dim < rank(op)];\n",
+     "  splits k in divisors(n);\n")]}
 
 
 def test_7_output_stick_alignment_rejects_every_split(policy):
@@ -395,30 +399,31 @@ def test_7_output_stick_alignment_rejects_every_split(policy):
 
 
 def test_7_remainder_tiles_keep_whole_sticks():
-    """The same op with the shipped policy: no exact split is legal, so the remainder
-    counts are tried (docs/layout_model.md §4.5): 4 tiles of 12416 elements (97 x 128,
+    """The same op with the shipped policy: no exact split is legal, the remainder counts
+    are (docs/layout_model.md §4.5): 4 tiles of 12416 elements (97 x 128,
     whole sticks), the last 11911, bring the stick coordinate to 194 sticks
     (203,423,744 bytes), the fewest tiles that fit; 2 tiles of 24704 do not."""
     ops = capture("stick", lambda a: a + 1, torch.empty(8192, 49159, dtype=FP16))
     d = decide(ops)
     assert d.plan.splits == ((1, 4),)
     legal = next(s for s in d.trace if s.section == "legality")
-    assert legal.values["fallback"] is True and legal.values["legal"][:4] == [1, 2, 3, 4]
+    assert "fallback" not in legal.values and legal.values["legal"][:4] == [1, 2, 3, 4]
     assert_span_safe(ops[0], d.plan, LIMIT)
 
 
 def test_7_input_stick_alignment():
     """x.t() + y: the backend restickifies x (buf1); splitting its host dim 1 (256)
-    keeps its own sticks whole but 8 or more tiles would cut the sticks of the input
+    keeps its own sticks whole but 3 or 8 and more tiles would cut the sticks of the input
     it reads (the transposed x, 192 rows... 256 / 8 = 32 elements per tile)."""
     ops = capture("transposed", lambda x, y: x.t() + y, torch.randn(192, 256, dtype=FP16),
                   torch.randn(256, 192, dtype=FP16))
     d = decide(ops, "buf1", max_span_bytes=8192)
     legality = {s.values["dim"]: s.values for s in d.trace if s.section == "legality"}
     assert legality[1]["legal"] == [1, 2, 4]
-    assert legality[1]["rejected"][:4] == [
-        "8: input_sticks_whole", "16: input_sticks_whole", "32: input_sticks_whole",
-        "64: input_sticks_whole"]
+    # the remainder counts are tried with the exact ones: 3 tiles of 86 cut them too
+    assert legality[1]["rejected"][:5] == [
+        "3: input_sticks_whole", "5: input_sticks_whole", "6: input_sticks_whole",
+        "7: input_sticks_whole", "8: input_sticks_whole"]
     assert legality[0]["legal"] == [1, 3]  # 192 = 3 sticks of its own output
 
 
@@ -481,12 +486,16 @@ def test_more_than_three_overflowing_host_dims_is_unsupported():
 
 def test_no_legal_divisor_17():
     """(1, 17, 16, 64) at 32 KiB (docs/layout_model.md §6.5): span 17 * 1024 * 2 = 34,816.
-    17 is prime: Pointwise and Reduction alike split 17 ways (tiles of extent 1 are
-    fine for both: codegen keeps a tiled unit dim's loop symbol)."""
+    17 is prime: its only exact split is 17 ways, and the remainder count 2 (tiles of 9, the
+    last 8) fits with fewer loop trips, for Pointwise and Reduction alike.  At 4 KiB a tile
+    holds one row: 17 tiles of extent 1 (fine for both: codegen keeps a tiled unit dim's
+    loop symbol)."""
     pw = capture("pw17", lambda a: a + 1, torch.randn(1, 17, 16, 64, dtype=FP16))
-    assert plan_of(pw, max_span_bytes=32768).splits == ((1, 17),)
+    assert plan_of(pw, max_span_bytes=32768).splits == ((1, 2),)
+    assert plan_of(pw, max_span_bytes=2048).splits == ((1, 17),)
     red = capture("red17", lambda x: x.sum(dim=0), torch.randn(2, 1, 17, 16, 64, dtype=FP16))
-    assert plan_of(red, max_span_bytes=32768).splits == ((1, 17),)
+    assert plan_of(red, max_span_bytes=32768).splits == ((1, 3),)
+    assert plan_of(red, max_span_bytes=4096).splits == ((1, 17),)
 
 
 def test_user_hinted_op_is_skipped(add_8195):
