@@ -203,19 +203,8 @@ class Traced:
 def traced(name: str, attn: str, dtype: torch.dtype) -> Traced:
     """``model_zoo`` model ``name`` compiled once (plain settings), graph kept."""
     module = model_zoo.LastHidden(model_zoo.build(name, attn, dtype))
-    ids = model_zoo.input_ids()
-    graphs = []
-
-    def capturing(gm, example_inputs):
-        graphs.append((gm, list(example_inputs)))
-        return spyre_rules_backend(gm, example_inputs)
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        expected = module(ids)
-    run = _compiled_run(lambda: torch.compile(module, backend=capturing)(ids), expected)
-    (graph, example_inputs), = graphs  # one graph: no graph break
-    return Traced(expected, graph, example_inputs, run)
+    run, graph, example_inputs = compile_captured(module, (model_zoo.input_ids(),))
+    return Traced(run.expected, graph, example_inputs, run)
 
 
 @functools.cache
