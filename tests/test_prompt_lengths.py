@@ -34,8 +34,8 @@ def _groups(report):
 CASES = {
     # model, seq: loop groups' tiles in program order (their trips sum to the second value)
     ("Llama-3-8B", 8191): ([[4], [32], [4, 4], [2], [8, 4]], 86),
-    ("Llama-3-8B", 12289): ([[4], [2], [2], [3], [32, 3], [2], [4, 4], [3], [13, 4]], 180),
-    ("Llama-3-8B", 16052): ([[4], [3], [3], [4], [32, 5], [2], [4], [4, 4], [16, 4]], 260),
+    # (12289 and 16052 plan too: bench/bench_lengths.py; the policy tests pin the
+    # remainder query blocks and the refined count at reduced scale)
     ("Qwen2-7B", 16381): ([[5], [2], [2], [4], [28, 4], [3], [5, 5], [5], [20, 5]], 258),
 }
 

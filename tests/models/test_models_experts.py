@@ -76,7 +76,7 @@ def test_experts_model_runs_with_its_host_steps_and_equals_eager(name):
     assert run.kernels and all(k.calls == 1 for k in run.kernels)
 
 
-@pytest.mark.parametrize("name", sorted(model_zoo.EXPERT_MODELS))
+@pytest.mark.parametrize("name", ["granitemoehybrid", "mixtral"])  # the conv's and topk's refusals
 def test_experts_model_names_its_first_host_op_under_fallback_error(name):
     run, graph, inputs = partitioned(name)
     first = run.host_steps[0]
