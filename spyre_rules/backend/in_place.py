@@ -9,8 +9,8 @@ names the target (``codegen/build.py``), and a store through an indirect index w
 or with ``atomic_add`` adds into, the indexed elements (``executor/evaluate.py``).
 The write stays in place: nothing is copied, before or after.
 
-A graph input written in place (a KV cache: AOT autograd keeps input mutations in
-the graph, ``context.py``) lives on the device: the kernel writes its segment and
+A graph input written in place (a KV cache: ``compile_fx`` has AOT autograd keep
+inference input mutations in the graph) lives on the device: the kernel writes its segment and
 copies just the elements it wrote to the caller's tensor (``write_through``:
 executor/write_through.py), so the segment stays resident from call to call and
 no kernel re-stickifies the whole input (executor/resident.py).

@@ -6,7 +6,8 @@ order of the writes, so transfers are decided in code generation order (the
 order the wrapper runs), not from who produced a buffer:
 
 * a Spyre kernel's writes make the device copy current and the host copy stale,
-  except for the graph outputs the kernel unstickifies itself;
+  except for the graph outputs the kernel unstickifies itself and the graph inputs
+  it writes through (executor/write_through.py);
 * a host step's writes -- its outputs *and every buffer it mutates in place*
   (``scatter_add_`` into a device-made buffer, a collective's ``wait_tensor``) --
   make the host copy current and the device copy stale.

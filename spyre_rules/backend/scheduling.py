@@ -216,7 +216,8 @@ class RulesScheduling(BaseScheduling):
             wrapper.writeline(f"rules_to_device({DEVICE_VAR}, "
                               f"{source.placement_source(placement(stale, state))}, {stale})")
         wrapper.writeline(f"{name}.run({', '.join(call_args)})")
+        # what it unstickifies, and the inputs it writes through, stay current on the host
         kernel_wrote(state, _kernel_writes(snodes, state),
-                     [placement.name for placement in unstickify.values()])
+                     [p.name for p in (*unstickify.values(), *write_through.values())])
         state.kernels.append((name, specs))
         self.free_buffers_in_scheduler()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import pytest
 import torch
 
 from spyre_rules import config
@@ -47,3 +48,23 @@ def test_paged_cache_write_runs_on_the_program_and_copies_back_only_written_rows
     writers = [k for k in recent_kernels() if k.serial > before and k.write_through]
     assert [k.calls for k in writers] == [3]
     assert mirrored == [2, 2, 2]  # two rows per step reach the host tensor
+
+
+def test_a_host_step_after_an_in_place_write_of_an_input_reads_the_callers_tensor():
+    # The write copies its elements to the caller's tensor, so that tensor is current:
+    # the host step (cummax) reads it as it is, and the write after it still reaches it.
+    def fn(cache, slots, new):
+        cache.index_copy_(0, slots, new)
+        peak = torch.cummax(cache, 0).values
+        cache.index_copy_(0, slots + 1, new * 2)
+        return peak * 2
+
+    torch.manual_seed(1)
+    cache, slots, new = torch.randn(16, 8), torch.tensor([2, 9]), torch.randn(2, 8)
+    expected_cache = cache.clone()
+    want = fn(expected_cache, slots, new)
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.warns(UserWarning, match="cummax"):
+        got = torch.compile(fn, backend="spyre_rules", fullgraph=True)(cache, slots, new)
+    assert torch.equal(got, want)
+    assert torch.equal(cache, expected_cache)
