@@ -158,9 +158,17 @@ def _symbol_iv(lo: int, hi: int) -> Interval:
     return lo, hi, (_CONST if lo == hi else _INC)
 
 
-def _mod_iv(lo: int, hi: int, mod: int) -> Interval:
-    if lo // mod == hi // mod:  # no wrap inside the box: Mod(s, M) = s - const
-        return lo % mod, hi % mod, (_CONST if lo == hi else _INC)
+def _mod_iv(v: Interval, mod: int, bare: bool) -> Interval:
+    """``Mod(a, mod)`` over ``a``'s interval.  Inside one period it is ``a`` shifted by a
+    constant, so it keeps ``a``'s direction (a tile's ``Mod(s + offset, M)``).  Across a
+    wrap only a bare symbol's residues are trusted (the §3.3 critical points); any
+    other dividend (``Mod(3*h, 64)``) stays unknown."""
+    lo, hi, d = v
+    base = math.floor(Fraction(lo) / mod) * mod
+    if base == math.floor(Fraction(hi) / mod) * mod:
+        return lo - base, hi - base, (_CONST if lo == hi else d)
+    if not bare:
+        raise _Unbounded
     return 0, mod - 1, None
 
 
@@ -179,8 +187,8 @@ def _minmax(vals: Sequence[Interval], pick: Callable[..., Num]) -> Interval:
 def _compile_iv(e: sympy.Expr) -> IvFn:
     """Closure giving a sound [lo, hi] of ``e`` over a box, tagged with a proven direction.
 
-    Raises ``_Unbounded`` for nodes with no sound rule; that is structural, so it
-    does not depend on the ranges.
+    Raises ``_Unbounded`` for nodes with no sound rule (structural: independent of the
+    ranges); the closure raises it for a ``Mod`` of a non-symbol that wraps in its box.
     """
     if e.is_Rational:
         const = (_num(e),) * 2 + (_CONST,)
@@ -189,10 +197,10 @@ def _compile_iv(e: sympy.Expr) -> IvFn:
         return lambda box: _symbol_iv(*box[e])
     if isinstance(e, sympy.Mod):
         a, m = e.args
-        if not (a.is_Symbol and m.is_Integer and int(m) > 0):
-            raise _Unbounded  # only the bare-symbol critical-point argument is trusted
-        mod = int(m)
-        return lambda box: _mod_iv(*box[a], mod)
+        if not (m.is_Integer and int(m) > 0):
+            raise _Unbounded
+        f, mod, bare = _compile_iv(a), int(m), a.is_Symbol
+        return lambda box: _mod_iv(f(box), mod, bare)
     if e.is_Pow:
         base, exp = e.args
         if not (exp.is_Integer and int(exp) >= 1):
@@ -291,9 +299,12 @@ def _bound_cached(native: sympy.Expr, ranges_items: tuple[tuple[sympy.Symbol, in
     ranges, starts = dict(ranges_items), dict(start_items)
     lo_total = hi_total = 0
     exact = True
-    for component in components:
-        lo, hi, ex = _component_bound(component, ranges, starts)
-        lo_total, hi_total, exact = lo_total + lo, hi_total + hi, exact and ex
+    try:
+        for component in components:
+            lo, hi, ex = _component_bound(component, ranges, starts)
+            lo_total, hi_total, exact = lo_total + lo, hi_total + hi, exact and ex
+    except _Unbounded:  # a Mod of a non-symbol that wraps in this box
+        return None
     span = hi_total - lo_total + 1
     if Fraction(span).denominator != 1 or Fraction(lo_total).denominator != 1:
         return None  # not an integer-valued coordinate

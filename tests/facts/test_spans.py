@@ -352,3 +352,18 @@ def test_coordinate_spans_report():
     unknown = coordinate_spans([100, 64], [Mod(3 * h, 64), c2], {h: 100, c2: 64}, 2)
     assert unknown == [DimSpan(0, Mod(3 * h, 64), ("h",), None, 64, None, False)]
     assert coordinate_spans([64], [c2], {c2: 64}, 2) == []
+
+
+@pytest.mark.parametrize("offset", [0, 5, 31, 63, 64 * 7 + 3])
+def test_a_tiles_shifted_mod_inside_one_period_is_exact(offset):
+    """A loop tile's coordinate is Mod(s + offset, M).  Inside one period it does not wrap
+    and spans the tile's range; the span check used to report the whole dim for it (a
+    decode step's repeat_kv read, tiled one head per iteration, "at most 512 MiB")."""
+    for r in (1, 2, 3):
+        coord = Mod(h + offset, 64)
+        wraps = (offset % 64) + r > 64
+        bound = coordinate_span_bound(coord, {h: r})
+        assert bound == (None if wraps else SpanBound(r, True)), (offset, r)
+        if bound is not None:
+            assert bound.elems == brute_span(coord, {h: r})
+    assert coordinate_span_bound(floor((c1 + 4) / 4) * 3 + Mod(c1 + 4, 4), {c1: 1}) == SpanBound(1, True)
