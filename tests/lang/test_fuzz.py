@@ -1,6 +1,6 @@
 """Mutation fuzzing of the checker (``bench/fuzz_rules.py``), short seeded run.
 
-800 mutants of the bundled rules (100 of each class) -- token, structure, cross-file,
+400 mutants of the bundled rules (50 of each class) -- token, structure, cross-file,
 numeric, template, deep-nesting, long-token and special-byte mutations -- are
 checked one by one in a worker process with a time limit.  Every mutant must
 end in diagnostics (or be clean): never an exception, never a hang, never a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fuzz_support import load  # noqa: E402
 
-N_INPUTS = 800
+N_INPUTS = 400
 SEED = 20240611
 
 
