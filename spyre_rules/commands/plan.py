@@ -102,6 +102,17 @@ def _aten(description: str) -> str:
     return (rest.removesuffix(")") or description)[:28]
 
 
+def _region(region: dict[str, Any] | None) -> str:
+    """Which part of a model split at its layers a graph is (backend/regions.py)."""
+    if not region:
+        return ""
+    if region.get("kind") == "region":
+        shared = region["shared_by"]
+        calls = shared[0] if len(shared) == 1 else f"{shared[0]} .. {shared[-1]}"
+        return f"; one program for {len(shared)} layers: {calls}"
+    return f"; the ops {region['position']}"
+
+
 def text_report(report: dict[str, Any]) -> str:
     limit = report["max_span_bytes"]
     lines = [f"model {report['model']} ({report['model_type']}, {report['layers']} layers, "
@@ -109,8 +120,8 @@ def text_report(report: dict[str, Any]) -> str:
              f"limit {limit} bytes ({_mib(limit)} MiB), automatic tiling on, nothing executed"]
     for graph in report["graphs"]:
         groups = {tuple(g["id"]): g for g in graph["loop_groups"]}
-        lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops): op, kind, decision, "
-                      "aten ops, levels (host dim,tiles), loop group, worst span MiB, span check"]
+        lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops{_region(graph.get('region'))}): op, kind, "
+                      "decision, aten ops, levels (host dim,tiles), loop group, worst span MiB, span check"]
         for r in graph["ops"]:
             status, worst = _status(r)
             loop = r.get("loop") or {}
@@ -128,6 +139,11 @@ def text_report(report: dict[str, Any]) -> str:
         for error in graph["graph_errors"]:
             lines.append(f"graph refused: {error}")
     lines.append("")
+    for graph in report["graphs"]:
+        region = graph.get("region") or {}
+        if region.get("kind") == "region" and len(region["shared_by"]) > 1:
+            lines.append(f"{len(region['shared_by'])} layers share the program of {graph['graph']}: "
+                         f"planned and span-checked once, run once per layer")
     checked = sum(1 for g in report["graphs"] for r in g["ops"] if r.get("span_check"))
     lines.append(f"span check: {checked} ops checked, {len(report['overflows'])} over the limit, "
                  f"{len(report['deferred_indirect_reads'])} indirect reads deferred (not enforced)")
