@@ -277,6 +277,7 @@ class RegionProgram:
         context = compile_context(CompileContext(self.compile_id)) \
             if self.compile_id is not None else contextlib.nullcontext()
         with config.patch(**self.config), context, dump_region(region):
+            # called as Dynamo calls a backend's callable: the arguments unpacked
             return self.compile_static(gm, list(values))
 
 
