@@ -103,9 +103,11 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend import regions
 
     if regions.has_regions(gm):
-        # identical layers marked with torch.compiler.nested_compile_region: each
-        # subgraph compiles once and every call of it runs that program
-        return regions.RegionProgram(gm, spyre_rules_backend)
+        if regions.splittable(gm):
+            # identical layers marked with torch.compiler.nested_compile_region: each
+            # subgraph compiles once and every call of it runs that program
+            return regions.RegionProgram(gm, spyre_rules_backend)
+        regions.inline_regions(gm)
     static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names

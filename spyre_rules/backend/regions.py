@@ -20,8 +20,9 @@ steps are the tensors eager PyTorch would pass between the layers.
 Each dumped ``plan.json`` says which part it is (``"region"``): the subgraph and
 every call sharing its program, or the place of a run between regions.
 
-A graph with symbolic sizes has its regions inlined (each call replaced by a
-copy of the subgraph's nodes) and compiles as before, one program per shape.
+A graph with symbolic sizes, or one that reads a call's results other than one
+by one, has its regions inlined (each call replaced by a copy of the subgraph's
+nodes) and compiles as before (one program per shape for symbolic sizes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from torch.fx import Graph, GraphModule, Node
 
 from spyre_rules import config
 
-__all__ = ["has_regions", "inline_regions", "RegionProgram", "call_path"]
+__all__ = ["has_regions", "splittable", "inline_regions", "RegionProgram", "call_path"]
 
 INVOKE_SUBGRAPH = torch.ops.higher_order.invoke_subgraph
 _ROOT_SOURCE = re.compile(r"^L\[[^\]]*\](\[\d+\])*\.?")
@@ -49,6 +50,12 @@ def _is_invoke(node: Node) -> bool:
 
 def has_regions(gm: GraphModule) -> bool:
     return any(_is_invoke(n) for n in gm.graph.nodes)
+
+
+def splittable(gm: GraphModule) -> bool:
+    """Whether ``gm`` can run as steps: every call's results are read one by one
+    (a call's whole tuple read by another op would be a tuple between two programs)."""
+    return all(_reads_call(u) for n in gm.graph.nodes if _is_invoke(n) for u in n.users)
 
 
 def _subgraph(gm: GraphModule, node: Node) -> GraphModule:
@@ -180,6 +187,8 @@ def _split(gm: GraphModule) -> tuple[list[Any], list[Node], Any]:
         if kind == "call":
             steps.append(_Call(members[0], outputs))
             continue
+        if not outputs:
+            continue  # nothing after it reads it (a dead op, a logging call): nothing to run
         inside = set(members)
         inputs: list[Node] = []
         for node in members:
