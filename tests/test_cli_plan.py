@@ -184,8 +184,10 @@ def test_two_layers_share_one_program_and_plan_as_the_whole_graph(capsys, tiny_c
         {"kind": "region", "subgraph": "subgraph_0", "calls": 2, "shared_by": ["model.layers.0", "model.layers.1"]},
         {"kind": "between regions", "position": "after model.layers.1"},
     ]
-    whole = model_plan.plan_model(str(tiny_config), seq=32, layers=2, reuse_layers=False)
-    assert whole["ok"] and [g["region"] for g in whole["graphs"]] == [None]
+    assert main(["plan", str(tiny_config), "--seq", "32", "--layers", "2", "--format", "json",
+                 "--whole-graph"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["ok"] and not whole["reuse_layers"] and [g["region"] for g in whole["graphs"]] == [None]
     # the same content but for one origin: the attention mask's expand, made before the
     # layers, is named in each layer's `where` only when both are in one graph
     where = ("pointwise", "no plan", "buf (aten ops: {}where.self)", "[]", "fits")

@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None,
                         help="keep the artifacts (wrapper.py, plan.json, kernels) in DIR")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--whole-graph", action="store_true",
+                        help="compile every decoder layer in one graph (default: the layers are one "
+                             "nested compile region, compiled once and shared)")
     parser.add_argument("--list", action="store_true", help="list the shipped configs and exit")
 
 
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         report = model_plan.plan_model(
             args.model, seq=args.seq, batch=args.batch, layers=args.layers, dtype=args.dtype,
             max_span_bytes=args.max_span_bytes,
-            out=Path(args.out) if args.out is not None else None, progress=sys.stderr)
+            out=Path(args.out) if args.out is not None else None, progress=sys.stderr,
+            reuse_layers=not getattr(args, "whole_graph", False))
     except model_plan.ConfigError as exc:
         return _usage_error(str(exc))
     if args.format == "json":
