@@ -286,7 +286,9 @@ class RegionProgram:
         context = compile_context(CompileContext(self.compile_id)) \
             if self.compile_id is not None else contextlib.nullcontext()
         with config.patch(**self.config), context, dump_region(region):
-            # called as Dynamo calls a backend's callable: the arguments unpacked
+            # called as Dynamo calls a backend's callable: the arguments unpacked (compile_fx's
+            # callable says _boxed_call, an attribute copied from the boxed function it wraps:
+            # aot_module_simplified's forward(*runtime_args), "This should get fixed")
             return self.compile_static(gm, list(values))
 
 
