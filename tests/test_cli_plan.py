@@ -155,3 +155,50 @@ def test_an_experts_config_is_planned_past_the_meta_devices_integer_histc(capsys
         "lowers to torch.ops.aten.topk.default (FallbackKernel), which has no Spyre lowering",
         "FAILED",
     ]
+
+
+def _content(report) -> "collections.Counter":
+    """Every op's kind, decision, aten ops, levels and span check, an op of a layer
+    program counted once per layer sharing it (buffer names differ between graphs)."""
+    import collections
+    import re
+
+    found = collections.Counter()
+    for graph in report["graphs"]:
+        calls = (graph.get("region") or {}).get("calls", 1)
+        for r in graph["ops"]:
+            found[(r["kind"], r.get("decision"), re.sub(r"buf\d+", "buf", r["description"]),
+                   str(r.get("levels")), (r.get("span_check") or {}).get("status"))] += calls
+    return found
+
+
+def test_two_layers_share_one_program_and_plan_as_the_whole_graph(capsys, tiny_config):
+    """The decoder layers compile once (backend/regions.py); every op of every layer is
+    covered by that program's plan and span check, and the plan's content is the whole
+    graph's, op for op."""
+    assert main(["plan", str(tiny_config), "--seq", "32", "--layers", "2", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["reuse_layers"]
+    assert [g["region"] for g in report["graphs"]] == [
+        {"kind": "between regions", "position": "before model.layers.0"},
+        {"kind": "region", "subgraph": "subgraph_0", "calls": 2, "shared_by": ["model.layers.0", "model.layers.1"]},
+        {"kind": "between regions", "position": "after model.layers.1"},
+    ]
+    assert main(["plan", str(tiny_config), "--seq", "32", "--layers", "2", "--format", "json",
+                 "--whole-graph"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["ok"] and not whole["reuse_layers"] and [g["region"] for g in whole["graphs"]] == [None]
+    # the same content but for one origin: the attention mask's expand, made before the
+    # layers, is named in each layer's `where` only when both are in one graph
+    where = ("pointwise", "no plan", "buf (aten ops: {}where.self)", "[]", "fits")
+    shared, alone = _content(report), _content(whole)
+    assert alone - shared == {tuple(x.format("expand.default, ") for x in where): 2}
+    assert shared - alone == {tuple(x.format("") for x in where): 2}
+    from spyre_rules.commands.plan import text_report
+
+    out = text_report(report).splitlines()
+    assert [line.split(":")[0] for line in out if line.startswith("graph_")] == [
+        "graph_0 (28 ops; the ops before model.layers.0)",
+        "graph_1 (78 ops; one program for 2 layers",
+        "graph_2 (11 ops; the ops after model.layers.1)"]
+    assert "2 layers share the program of graph_1: planned and span-checked once, run once per layer" in out

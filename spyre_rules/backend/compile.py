@@ -81,6 +81,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.specialize import StaticCompile, is_symbolic, specializing_program
 
     if is_symbolic(example_inputs):
+        from spyre_rules.backend.regions import has_regions, inline_regions
+
+        if has_regions(gm):
+            inline_regions(gm)  # one program per shape, of the whole graph
         # one static program per concrete shape, compiled at the call (backend/specialize.py)
         return specializing_program(gm, example_inputs, spyre_rules_backend)
 
@@ -96,6 +100,14 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         return fallback_or_meta(reason)
+    from spyre_rules.backend import regions
+
+    if regions.has_regions(gm):
+        if regions.splittable(gm):
+            # identical layers marked with torch.compiler.nested_compile_region: each
+            # subgraph compiles once and every call of it runs that program
+            return regions.RegionProgram(gm, spyre_rules_backend)
+        regions.inline_regions(gm)
     static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
@@ -166,6 +178,10 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.hints import bind_input_dim_names
 
+    from spyre_rules.backend.regions import has_regions, inline_regions
+
+    if has_regions(gm):
+        inline_regions(gm)  # a capture stops at one seam: the whole graph's
     keep_matmul_batch(gm)
     if meta_device.has_meta_inputs(example_inputs):
         compile_inputs = meta_device.retarget(gm, example_inputs)

@@ -12,6 +12,11 @@ Per compiled graph, a new folder ``graph_<N>`` (first free N) holding:
 * ``sizes.json`` -- only for a program specialised from a graph with symbolic
   sizes (backend/specialize.py): the graph, the value of each size symbol and
   which input dim it is (also under ``"sizes"`` in ``plan.json``).
+
+A graph compiled as one part of a graph split at its region calls
+(backend/regions.py) says which part in ``plan.json``'s ``"region"``: a
+subgraph's program with every call sharing it (``"shared_by"``), or the place
+of a run of ops between the calls.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from spyre_rules import config
 from spyre_rules.codegen.bundle import generate_bundle, sdsc_files
 from spyre_rules.passes.plan_record import COLLECTIVE_STEP_KIND, HOST_STEP_KIND
 
-__all__ = ["dump_graph", "dump_sizes", "plan_json"]
+__all__ = ["dump_graph", "dump_region", "dump_sizes", "plan_json"]
 
 _SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("spyre_rules_sizes", default=None)
+_REGION: contextvars.ContextVar[dict | None] = contextvars.ContextVar("spyre_rules_region", default=None)
 
 
 @contextlib.contextmanager
@@ -40,6 +46,17 @@ def dump_sizes(sizes: dict) -> Iterator[None]:
         yield
     finally:
         _SIZES.reset(token)
+
+
+@contextlib.contextmanager
+def dump_region(region: dict) -> Iterator[None]:
+    """Graphs dumped inside record ``region``: which part of a graph split at its
+    region calls they are, and the calls sharing their program (backend/regions.py)."""
+    token = _REGION.set(region)
+    try:
+        yield
+    finally:
+        _REGION.reset(token)
 
 
 def _new_folder(root: Path) -> Path:
@@ -74,6 +91,9 @@ def plan_json(graph: Any, state: Any, name: str) -> str:
     sizes = _SIZES.get()
     if sizes is not None:
         plan["sizes"] = sizes
+    region = _REGION.get()
+    if region is not None:
+        plan["region"] = region
     return json.dumps(plan, indent=2, default=str) + "\n"
 
 

@@ -1,6 +1,8 @@
 """``spyre-rules check [PATH ...] [--format text|json] [--strict]``
 
-Lints ``.rules`` files without importing torch.  PATH is a ``.rules`` file or
+Lints ``.rules`` files without importing torch.  A report of the same files
+checked by the same checker is printed from a cache (``check_cache.py``;
+``SPYRE_RULES_CHECK_CACHE=0`` checks every time).  PATH is a ``.rules`` file or
 a directory of them (default: the bundled ``rules/``); all PATHs are checked
 together as one policy, with the bundled prelude added when none of them is a
 ``prelude.rules``.
@@ -31,6 +33,9 @@ def add_arguments(parser) -> None:
                         help="text: file:line:col: severity[CODE]: message, the source line and a caret; "
                              "json: the same fields plus end positions")
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    # The command line remembers reports (commands/check_cache.py); run() called in
+    # process with arguments of its own (tests) checks every time.
+    parser.set_defaults(result_cache=True)
 
 
 def parse_plain(argv: list[str]):
@@ -40,20 +45,52 @@ def parse_plain(argv: list[str]):
         return None
     from types import SimpleNamespace
 
-    return SimpleNamespace(command="check", paths=list(argv), format="text", strict=False)
+    return SimpleNamespace(command="check", paths=list(argv), format="text", strict=False, result_cache=True)
 
 
 def run(args) -> int:
-    from spyre_rules.lang.diagnostics import render_text, summary, to_json_obj
-    from spyre_rules.lang.driver import check_paths
+    from spyre_rules.lang.files import policy_sources
 
-    result = resolve_or_report("check", check_paths, args.paths)
-    if result is None:
+    found = resolve_or_report("check", policy_sources, args.paths)
+    if found is None:
         return USAGE_EXIT
+    sources, complete = found
     strict = bool(args.strict)
+    key = None
+    if getattr(args, "result_cache", False):
+        from spyre_rules.commands import check_cache
+
+        if check_cache.enabled():
+            key = check_cache.result_key(sources, complete, args.format, strict)
+            hit = check_cache.load(key)
+            if hit is not None:
+                code, text = hit
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                return code
+    code, text = _check(sources, complete, args.format, strict)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if key is not None:
+        check_cache.store(key, code, text)
+    # The process exits next: spare the interpreter's final garbage collection a
+    # walk over the grammar tables and syntax trees (about a quarter of the
+    # command's wall time).  Objects stay alive until the process ends.
+    if FREEZE_GC_AT_EXIT:
+        import gc
+
+        gc.freeze()
+    return code
+
+
+def _check(sources: list[tuple[str, bytes]], complete: bool, fmt: str, strict: bool) -> tuple[int, str]:
+    """Exit code and report of checking ``sources`` as one policy."""
+    from spyre_rules.lang.diagnostics import render_text, summary, to_json_obj
+    from spyre_rules.lang.driver import check_sources
+
+    result = check_sources(sources, complete=complete)
     errors, warnings = result.count(strict)
-    out = sys.stdout
-    if args.format == "json":
+    if fmt == "json":
         import json
 
         doc = {
@@ -63,17 +100,8 @@ def run(args) -> int:
             "warnings": warnings,
             "diagnostics": [to_json_obj(d, result.texts.get(d.span.file), strict) for d in result.diagnostics],
         }
-        out.write(json.dumps(doc, indent=2) + "\n")
+        text = json.dumps(doc, indent=2) + "\n"
     else:
-        for d in result.diagnostics:
-            out.write(render_text(d, result.texts.get(d.span.file), strict) + "\n")
-        out.write(summary(len(result.names), errors, warnings) + "\n")
-    out.flush()
-    # The process exits next: spare the interpreter's final garbage collection a
-    # walk over the grammar tables and syntax trees (about a quarter of the
-    # command's wall time).  Objects stay alive until the process ends.
-    if FREEZE_GC_AT_EXIT:
-        import gc
-
-        gc.freeze()
-    return 1 if errors else 0
+        text = "".join(render_text(d, result.texts.get(d.span.file), strict) + "\n" for d in result.diagnostics)
+        text += summary(len(result.names), errors, warnings) + "\n"
+    return (1 if errors else 0), text

@@ -129,25 +129,30 @@ def _find_error(exc: BaseException) -> str:
 def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
                dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
                out: Path | None = None, progress: Any = None,
-               automatic_tiling: bool = True) -> dict[str, Any]:
+               automatic_tiling: bool = True, reuse_layers: bool = True) -> dict[str, Any]:
     """Build ``model`` on the meta device, compile it, and report the plan.
 
     ``automatic_tiling=False`` (benchmarks): every op compiles untiled, so code
     generation and the span check see every op at its full size.
+
+    ``reuse_layers`` (default): the decoder layers are marked as one nested compile
+    region (``commands/model_regions.py``), so the layer compiles once and every
+    layer runs its program (each graph's ``region`` in the report says which part
+    it is and which layers share it); False compiles every layer in one graph.
 
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = load_config(model)
     steps = Progress(progress)
     try:
         return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps,
-                     automatic_tiling)
+                     automatic_tiling, reuse_layers)
     finally:
         steps.stop()
 
 
 def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | None, dtype: str,
           max_span_bytes: int, out: Path | None, steps: Progress,
-          automatic_tiling: bool) -> dict[str, Any]:
+          automatic_tiling: bool, reuse_layers: bool = True) -> dict[str, Any]:
     steps.phase(f"building {label} on the meta device")
     import torch
 
@@ -160,13 +165,14 @@ def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | 
         "model": label, "model_type": data["model_type"], "seq": seq, "batch": batch,
         "layers": int(config.num_hidden_layers), "dtype": DTYPES[dtype],
         "max_span_bytes": max_span_bytes, "automatic_tiling": automatic_tiling,
+        "reuse_layers": reuse_layers,
     }
     with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
         folder = Path(out) if out is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         before = {p.name for p in folder.iterdir()}
         report["error"] = _compile(net, batch, seq, max_span_bytes, folder, steps,
-                                   automatic_tiling)
+                                   automatic_tiling, reuse_layers)
         done = time.perf_counter(), time.process_time()
         # wall and CPU seconds (CPU time is the steadier figure on a shared machine)
         report["seconds"] = {"build": [round(b - a, 3) for a, b in zip(started, built)],
@@ -180,12 +186,14 @@ def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | 
 
 
 def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Progress,
-             automatic_tiling: bool) -> str | None:
+             automatic_tiling: bool, reuse_layers: bool = True) -> str | None:
+    import contextlib
     import warnings
 
     import torch
 
     from spyre_rules import config
+    from spyre_rules.commands.model_regions import marked_layers
     from spyre_rules.commands.quiet import hide_cache_off_warning
 
     hide_cache_off_warning()
@@ -197,8 +205,9 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
     steps.phase("tracing and compiling (Dynamo, Inductor, planner, codegen, span check)")
     try:
         # The span check's findings are read from plan.json; its warnings would repeat them.
+        regions = marked_layers(net) if reuse_layers else contextlib.nullcontext()
         with config.patch(**settings), torch.no_grad(), warnings.catch_warnings(), \
-                _span_log_quiet():
+                _span_log_quiet(), regions:
             warnings.simplefilter("ignore")
             out = torch.compile(net, backend="spyre_rules")(input_ids=ids)
     except Exception as exc:  # noqa: BLE001 - a refusal is the answer, reported with exit 1
@@ -244,7 +253,9 @@ def _graph_report(folder: Path) -> dict[str, Any]:
                     group.setdefault("last_tiles", {})[r["op"]] = (
                         f"dim {t['dim']}: tiles of {t['tile']}, the last {t['last']}")
     errors = sorted({r["graph_error"] for r in ops if r.get("graph_error")})
-    return {"folder": str(folder), "graph": plan.get("graph"), "ops": ops,
+    # a part of a model split at its layers (backend/regions.py): the layer program
+    # with the layers sharing it, or the ops before / after / between the layers
+    return {"folder": str(folder), "graph": plan.get("graph"), "region": plan.get("region"), "ops": ops,
             "loop_groups": list(groups.values()), "graph_errors": errors,
             "host_steps": plan.get("host_steps") or {}}
 

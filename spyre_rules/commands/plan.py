@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None,
                         help="keep the artifacts (wrapper.py, plan.json, kernels) in DIR")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--whole-graph", action="store_true",
+                        help="compile every decoder layer in one graph (default: the layers are one "
+                             "nested compile region, compiled once and shared)")
     parser.add_argument("--list", action="store_true", help="list the shipped configs and exit")
 
 
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         report = model_plan.plan_model(
             args.model, seq=args.seq, batch=args.batch, layers=args.layers, dtype=args.dtype,
             max_span_bytes=args.max_span_bytes,
-            out=Path(args.out) if args.out is not None else None, progress=sys.stderr)
+            out=Path(args.out) if args.out is not None else None, progress=sys.stderr,
+            reuse_layers=not getattr(args, "whole_graph", False))
     except model_plan.ConfigError as exc:
         return _usage_error(str(exc))
     if args.format == "json":
@@ -102,6 +106,17 @@ def _aten(description: str) -> str:
     return (rest.removesuffix(")") or description)[:28]
 
 
+def _region(region: dict[str, Any] | None) -> str:
+    """Which part of a model split at its layers a graph is (backend/regions.py)."""
+    if not region:
+        return ""
+    if region.get("kind") == "region":
+        shared = region["shared_by"]
+        calls = shared[0] if len(shared) == 1 else f"{shared[0]} .. {shared[-1]}"
+        return f"; one program for {len(shared)} layers: {calls}"
+    return f"; the ops {region['position']}"
+
+
 def text_report(report: dict[str, Any]) -> str:
     limit = report["max_span_bytes"]
     lines = [f"model {report['model']} ({report['model_type']}, {report['layers']} layers, "
@@ -109,8 +124,8 @@ def text_report(report: dict[str, Any]) -> str:
              f"limit {limit} bytes ({_mib(limit)} MiB), automatic tiling on, nothing executed"]
     for graph in report["graphs"]:
         groups = {tuple(g["id"]): g for g in graph["loop_groups"]}
-        lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops): op, kind, decision, "
-                      "aten ops, levels (host dim,tiles), loop group, worst span MiB, span check"]
+        lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops{_region(graph.get('region'))}): op, kind, "
+                      "decision, aten ops, levels (host dim,tiles), loop group, worst span MiB, span check"]
         for r in graph["ops"]:
             status, worst = _status(r)
             loop = r.get("loop") or {}
@@ -128,6 +143,11 @@ def text_report(report: dict[str, Any]) -> str:
         for error in graph["graph_errors"]:
             lines.append(f"graph refused: {error}")
     lines.append("")
+    for graph in report["graphs"]:
+        region = graph.get("region") or {}
+        if region.get("kind") == "region" and len(region["shared_by"]) > 1:
+            lines.append(f"{len(region['shared_by'])} layers share the program of {graph['graph']}: "
+                         f"planned and span-checked once, run once per layer")
     checked = sum(1 for g in report["graphs"] for r in g["ops"] if r.get("span_check"))
     lines.append(f"span check: {checked} ops checked, {len(report['overflows'])} over the limit, "
                  f"{len(report['deferred_indirect_reads'])} indirect reads deferred (not enforced)")

@@ -23,7 +23,7 @@ def add_paths_argument(parser: Any, help_text: str) -> None:
 
 def resolve_or_report(command: str, resolve: Callable[[list[str]], T], paths: list[str]) -> T | None:
     """``resolve(paths)``, or None after reporting its ``UsageError`` for ``command``."""
-    from spyre_rules.lang.driver import UsageError
+    from spyre_rules.lang.files import UsageError
 
     try:
         return resolve(paths)

@@ -14,23 +14,17 @@ contents -- including a file that is not UTF-8 -- is a diagnostic.
 from __future__ import annotations
 
 import gc
-import os
-import stat
-from pathlib import Path
 
+from spyre_rules.errors import SpyreRulesError
 from spyre_rules.lang import ast as A
 from spyre_rules.lang.diagnostics import Diagnostic, sort_key
+# The path handling lives in lang/files.py (read before anything is parsed); its
+# names stay importable from here.
+from spyre_rules.lang.files import (SUFFIX, UsageError, display_path, is_prelude,  # noqa: F401
+                                    policy_sources, read_regular_file, read_sources, resolve_paths)
 from spyre_rules.lang.limits import MAX_FILE_BYTES, MAX_ITEMS
-from spyre_rules.lang.prelude import PRELUDE_NAME, Vocabulary, build_vocabulary, is_prelude
+from spyre_rules.lang.prelude import Vocabulary, build_vocabulary
 from spyre_rules.lang.slotted import Plain
-from spyre_rules.errors import SpyreRulesError
-from spyre_rules.resources import rules_dir
-
-SUFFIX = ".rules"
-
-
-class UsageError(Exception):
-    """A path cannot be checked at all (exit code 2)."""
 
 
 class PolicyError(SpyreRulesError):
@@ -67,73 +61,6 @@ class CheckResult(Plain):
         return self.count(strict)[0] == 0
 
 
-def display_path(path: Path) -> str:
-    """The path as shown in diagnostics: relative to the working directory when
-    it is inside it, else absolute."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
-def resolve_paths(paths: list[str] | None) -> list[Path]:
-    if not paths:
-        paths = [str(rules_dir())]
-    out: list[Path] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.suffix == SUFFIX and q.is_file())
-            if not found:
-                raise UsageError(f"{raw}: no {SUFFIX} files in this directory")
-        elif p.exists():
-            if p.suffix != SUFFIX:
-                raise UsageError(f"{raw}: not a {SUFFIX} file")
-            found = [p]
-        else:
-            raise UsageError(f"{raw}: no such file or directory")
-        for q in found:
-            key = q.resolve()
-            if key not in seen:
-                seen.add(key)
-                out.append(q)
-    return out
-
-
-def read_sources(paths: list[Path]) -> list[tuple[str, bytes]]:
-    return [(display_path(p), read_regular_file(p)) for p in paths]
-
-
-def read_regular_file(path: Path) -> bytes:
-    """The bytes of a regular file (at most ``MAX_FILE_BYTES + 1`` of them: a
-    longer file is reported, not read).  Anything else -- a FIFO, a device such
-    as ``/dev/zero``, a socket -- is refused without reading (it could block or
-    never end).  The file is opened without blocking and checked on the open
-    descriptor, so it cannot be swapped between the check and the read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"{path}: not a regular file")
-        chunks = []
-        left = MAX_FILE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
-
-
 def check_paths(paths: list[str] | None = None, complete: bool | None = None) -> CheckResult:
     """Check the files named by ``paths`` (see the module doc).  Raises
     :class:`UsageError` for unusable paths.
@@ -142,13 +69,7 @@ def check_paths(paths: list[str] | None = None, complete: bool | None = None) ->
     given) the policy must also be complete: one section of each kind (E018).
     Single files are checked as parts of a policy, without that check
     (``complete`` overrides this)."""
-    files = resolve_paths(paths)
-    sources = read_sources(files)
-    if not any(is_prelude(name) for name, _ in sources):
-        bundled = rules_dir() / PRELUDE_NAME
-        sources = read_sources([bundled]) + sources
-    if complete is None:
-        complete = not paths or any(Path(p).is_dir() for p in paths)
+    sources, complete = policy_sources(paths, complete)
     return check_sources(sources, complete=complete)
 
 

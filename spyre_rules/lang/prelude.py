@@ -18,9 +18,6 @@ from spyre_rules.lang.sections import REQUIRED_FIELDS, REQUIRED_TYPES
 from spyre_rules.lang.slotted import Plain
 from spyre_rules.lang.templates import is_reserved_name
 
-PRELUDE_NAME = "prelude.rules"
-
-
 class RecordInfo(Plain):
     __slots__ = _fields = ("name", "extern", "fields", "decl")
     name: str
@@ -91,10 +88,6 @@ class Vocabulary(Plain):
             inner = self.parse_spelling(rest[:-1])
             return T.ERROR if inner is T.ERROR else T.GENERICS[head](inner)
         return self.type_named(spelling) or T.ERROR
-
-
-def is_prelude(path: str) -> bool:
-    return path.replace("\\", "/").rsplit("/", 1)[-1] == PRELUDE_NAME
 
 
 class _Builder:

@@ -18,6 +18,8 @@ from spyre_rules.lang.driver import check_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = Path(__file__).resolve().parent / "invalid"
+# A command line that checks every time (no remembered report: test_check_cache.py).
+CHECKING = dict(os.environ, SPYRE_RULES_CHECK_CACHE="0")
 
 
 def run_check(capsys, *paths: str, fmt: str = "text", strict: bool = False) -> tuple[int, str, str]:
@@ -36,7 +38,7 @@ def test_bundled_rules_are_clean_under_strict(in_root):
 
 def test_bundled_rules_cli_strict_subprocess():
     proc = subprocess.run([sys.executable, "-m", "spyre_rules", "check", "--strict"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, env=CHECKING)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "checked 4 files: no problems"
 
@@ -154,13 +156,13 @@ def test_check_never_imports_torch():
         assert "spyre_rules.lang.checker" in sys.modules
         sys.exit(code)
     """)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=CHECKING)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_python_m_check_importtime_has_no_torch():
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "spyre_rules", "check"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, env=CHECKING)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "spyre_rules.lang.checker" in imported

@@ -41,10 +41,11 @@ runpy.run_module("spyre_rules", run_name="__main__", alter_sys=True)
 """
 
 
-def _modules_after(args: list[str]) -> tuple[int, set[str], str]:
+def _modules_after(args: list[str], env_extra: dict[str, str] | None = None) -> tuple[int, set[str], str]:
     """Exit code and every module loaded by the end of ``python -m spyre_rules ARGS``
-    (json is the probe's own, imported in the exit hook)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    (json is the probe's own, imported in the exit hook).  The check runs every
+    time (no remembered report, test_check_cache.py) unless ``env_extra`` says otherwise."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPYRE_RULES_CHECK_CACHE="0", **(env_extra or {}))
     proc = subprocess.run([sys.executable, "-c", _PROBE.format(args=args)], capture_output=True, text=True,
                           cwd=ROOT, env=env)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
