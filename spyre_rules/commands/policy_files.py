@@ -32,7 +32,7 @@ CONFIG_KEYS: dict[str, type] = {
 #: hand (as the engine's own tests do) so the policy's rules for them can be tested.
 EDITS = {
     "plain_layout": "replace the op's FixedTiledLayout by a plain FixedLayout (a mutation/copy-back layout)",
-    "symbolic_layout": "make the op's first layout size a symbol (dynamic shapes)",
+    "symbolic_layout": "make the op's first layout size (an in-place write's: its target's) a symbol (dynamic shapes)",
     "opaque_data": "make the op's data neither Pointwise nor Reduction (e.g. a Scan)",
     "foreign_strides": "double the op's host strides, so no host dim has the stick's stride (stick dim unknown)",
     "gapped_strides": "double the op's host strides but the stick's, so they are no dense permutation (stick dim known)",

@@ -34,6 +34,7 @@ METHODS = frozenset({
     "sum", "mean", "amax", "amin", "exp", "relu", "neg", "abs", "sqrt", "t", "transpose",
     "permute", "reshape", "view", "contiguous", "unsqueeze", "squeeze", "expand", "softmax",
     "half", "float", "argmax", "argmin", "var", "std", "prod",
+    "index_copy_", "index_add_",  # in-place writes of an input (a KV cache): c = x.index_copy_(...)
 })
 
 FUNCTIONS: dict[str, str] = {   # name -> torch attribute path

@@ -82,8 +82,12 @@ def _apply(edit: Edit, ops: Any, hint_id: int) -> None:
     if edit.make == "plain_layout":
         op.layout = ir.FixedLayout(lay.device, lay.dtype, lay.size, lay.stride)
     elif edit.make == "symbolic_layout":
-        op.layout = FixedTiledLayout(lay.device, lay.dtype, [sympy.Symbol("s0"), *lay.size[1:]],
-                                     lay.stride, device_layout=lay.device_layout)
+        owner = op
+        if isinstance(lay, ir.MutationLayoutSHOULDREMOVE):  # an in-place write: its target's
+            owner = lay.get_buffer()
+            lay = owner.layout
+        owner.layout = FixedTiledLayout(lay.device, lay.dtype, [sympy.Symbol("s0"), *lay.size[1:]],
+                                        lay.stride, device_layout=lay.device_layout)
     elif edit.make == "foreign_strides":
         op.layout = FixedTiledLayout(lay.device, lay.dtype, lay.size, [s * 2 for s in lay.stride],
                                      device_layout=lay.device_layout)

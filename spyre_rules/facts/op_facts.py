@@ -53,6 +53,8 @@ from spyre_rules.facts.op_kind import (
     is_batch_matmul,
     is_computed_buffer,
     spans_concat_whole,
+    spans_in_place_target_whole,
+    writes_in_place,
     is_pointwise,
     is_reduction,
     layout,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
+from spyre_rules.facts.in_place import in_place_target
+from spyre_rules.facts.in_place import spans_in_place_target_whole as _spans_target_whole
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import FactError
 from spyre_rules.facts.records import as_int as _int
@@ -22,7 +24,7 @@ from spyre_rules.ir.op_identity import op_name
 
 __all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads", "ordered_read_names",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
-           "spans_concat_whole",
+           "spans_concat_whole", "spans_in_place_target_whole", "writes_in_place",
            "is_reduction", "layout", "op_description", "order_dependencies", "rank", "read_names",
            "read_buffers"]
 
@@ -54,6 +56,17 @@ def writes_concat_region(op: Op) -> bool:
 @fact
 def spans_concat_whole(op: Op, dim: int) -> bool:
     return spans_concatenation_whole(op, int(dim))
+
+
+@fact
+def writes_in_place(op: Op) -> bool:
+    return in_place_target(op) is not None
+
+
+@fact
+def spans_in_place_target_whole(op: Op, dim: int) -> bool:
+    facts = op_facts(op)
+    return _spans_target_whole(op, int(dim), facts.write, facts.position_vars)
 
 
 @fact

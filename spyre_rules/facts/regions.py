@@ -25,6 +25,7 @@ from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
 from spyre_rules.errors import CoordinateError
+from spyre_rules.facts.in_place import in_place_target
 from spyre_rules.facts.per_tile import CannotRebuild, OutputView, access_coords
 from spyre_rules.facts.records import as_int, tiling_key
 from spyre_rules.facts.stick_layout import dtype_info
@@ -49,9 +50,13 @@ def region_target(op: Any) -> tuple[Any, int] | None:
 
 
 def effective_layout(op: Any) -> Any:
-    """The layout op's stores land in: the concatenation's for a region op, else its own."""
+    """The layout op's stores land in: the concatenation's for a region op, the target's
+    for an in-place write (``facts.in_place``), else its own."""
     found = region_target(op)
-    return getattr(op, "layout", None) if found is None else found[0].layout
+    if found is not None:
+        return found[0].layout
+    target = in_place_target(op)
+    return getattr(op, "layout", None) if target is None else target.get_layout()
 
 
 def region_write(op: Any, write: MemoryDep | None) -> MemoryDep | None:

@@ -32,13 +32,14 @@ from typing import Any
 
 import sympy
 from torch._inductor import ir
-from torch._inductor.dependencies import MemoryDep
+from torch._inductor.dependencies import MemoryDep, is_indirect
 from torch._inductor.virtualized import NullHandler, V
 
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts import memo
 from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.gathered import indirect_ranges
+from spyre_rules.facts.in_place import in_place_target, in_place_write
 from spyre_rules.facts.per_tile import (
     CannotRebuild,
     OutputView,
@@ -236,6 +237,7 @@ class OpFacts:
         writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
         write = writes[0] if len(writes) == 1 and writes[0].name == self.name else None
         write = region_write(self.op, write)
+        write = in_place_write(self.op, write, rw)  # indirect symbols over their whole dim
         self._deps = (reads, write)
         return self._deps
 
@@ -288,12 +290,13 @@ class OpFacts:
             coords = host_coordinates(layout.size, layout.stride, write.index, write.ranges)
         except (CoordinateError, AttributeError, TypeError):
             coords = []
-        loop = set(write.ranges)
+        # an in-place write's indirect symbol (the indexed row) is no loop symbol
+        loop = [s for s in write.ranges if not is_indirect(s.name)]
         for dim, coord in enumerate(coords):
-            for sym in sorted(coord.free_symbols & loop, key=by_str):
+            for sym in sorted(coord.free_symbols & set(loop), key=by_str):
                 out.setdefault(sym, dim)
         positions = self.position_vars or []
-        for sym in write.ranges:
+        for sym in loop:
             if sym not in out and sym in positions:
                 out[sym] = positions.index(sym)
         return out
@@ -482,7 +485,8 @@ class OpFacts:
             )
         # a reduction split (dim >= rank) leaves the output tile as it is
         key = tuple((d, k) for d, k in key if d < len(self.ranges))
-        if region_target(self.op) is not None:  # tiles go straight into the concatenation
+        if region_target(self.op) is not None or in_place_target(self.op) is not None:
+            # tiles go straight into the concatenation / the in-place write's target
             return region_output_view(layout, write, positions, self.ranges, key)
         return per_tile_output(
             host_size=layout.size,

@@ -77,6 +77,8 @@ from spyre_rules.errors import LayoutError, SpyreRulesError
 from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.ir.op_identity import op_name
+from spyre_rules.facts.in_place import in_place_target, spans_in_place_target_whole
+from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
@@ -329,10 +331,32 @@ def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d
     )
 
 
+def _check_in_place(op: Any, old: list[int], new: list[int]) -> None:
+    """An in-place write (facts/in_place.py) keeps its MutationLayout: each iteration
+    writes its tile straight into the target's own buffer, never a per-tile copy.
+    Exact along a dim the op covers whole and addresses by its loop symbol alone;
+    along the indexed dim (the token's row) a tile is no slab of the target."""
+    if in_place_target(op) is None:
+        raise CoarseTileError(
+            f"coarse_tile: {op_description(op)} writes in place into a buffer with no "
+            "FixedTiledLayout; it cannot be tiled")
+    facts = op_facts(op)
+    for d, (before, after) in enumerate(zip(old, new)):
+        if before != after and not spans_in_place_target_whole(op, d, facts.write,
+                                                                 facts.position_vars):
+            raise CoarseTileError(
+                f"coarse_tile: {op_description(op)} writes in place along dim {d} through an "
+                "index or over part of its target; tiling it there would not write slabs "
+                "of the target; tile another dim")
+
+
 def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
     if isinstance(layout, ir.NonOwningLayout):
         _check_region(op, old, new)
+        return KEEP_LAYOUT
+    if isinstance(layout, ir.MutationLayoutSHOULDREMOVE):
+        _check_in_place(op, old, new)
         return KEEP_LAYOUT
     if not isinstance(layout, ir.FixedLayout):
         raise CoarseTileError(

@@ -241,6 +241,9 @@ def _propagate(graph: Any, op: Any, full: _FullLayout | None, readers: list[Any]
     if isinstance(layout, ir.NonOwningLayout):
         # a concatenation's region: its tiles go straight into the (untiled) result
         return f"writes its tiles into {layout.view.get_name()}"
+    if isinstance(layout, ir.MutationLayoutSHOULDREMOVE):
+        # an in-place write: its tiles go straight into its target (facts/in_place.py)
+        return f"writes its tiles in place into {layout.get_buffer().get_name()}"
     if not outside and not _is_output(graph, name):
         layout.per_tile_fixed = True
         return "loop-internal"
