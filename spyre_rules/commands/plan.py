@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compile every decoder layer in one graph (default: the layers are one "
                              "nested compile region, compiled once and shared)")
     parser.add_argument("--list", action="store_true", help="list the shipped configs and exit")
+    from spyre_rules.commands.decode_arguments import add_decode_arguments
+
+    add_decode_arguments(parser)
 
 
 def _usage_error(message: str) -> int:
@@ -61,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None:
         return _usage_error("MODEL is required (a config JSON file or one of: "
                             f"{', '.join(model_plan.shipped_configs())})")
+    if args.decode or args.paged or args.context is not None:
+        from spyre_rules.commands.decode_arguments import run_decode
+
+        return run_decode(args, _usage_error, text_report)
     if args.seq is None:
         return _usage_error("--seq is required")
     for name in ("seq", "batch", "layers", "max_span_bytes"):
@@ -122,6 +129,10 @@ def text_report(report: dict[str, Any]) -> str:
     lines = [f"model {report['model']} ({report['model_type']}, {report['layers']} layers, "
              f"{report['dtype']}): batch {report['batch']}, seq {report['seq']}; "
              f"limit {limit} bytes ({_mib(limit)} MiB), automatic tiling on, nothing executed"]
+    if report.get("decode"):
+        from spyre_rules.commands.decode_plan import decode_header
+
+        lines = [decode_header(report)]
     for graph in report["graphs"]:
         groups = {tuple(g["id"]): g for g in graph["loop_groups"]}
         lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops{_region(graph.get('region'))}): op, kind, "

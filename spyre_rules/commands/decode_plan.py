@@ -1,0 +1,170 @@
+"""One decode step of a real-size language model, planned without running it.
+
+``plan_decode(...)`` builds the model on the meta device like ``plan_model``
+(``commands/model_plan.py``), then compiles **one decode step**: a batch of one new
+token per sequence against a KV cache of ``context`` tokens that already lives on the
+device.  The cache is a graph input the step writes in place (the new token's keys and
+values) and reads whole (attention over every cached token):
+
+* static (default): the model's own ``transformers.StaticCache`` of ``context`` tokens,
+  initialised before the step (as after a prefill), so each layer's ``index_copy_``
+  writes a graph input; a sliding-window model's layers keep their window, as the
+  model does;
+* paged (``paged=True``): a serving engine's layout (``commands/paged_cache.py``):
+  ``k_cache (num_blocks, block_size, kv_heads, head_dim)`` per layer, a block table per
+  sequence; the new token is written with ``index_copy_`` into the flat cache and the
+  attention gathers the sequence's pages -- the model's own attention runs on them.
+
+The report, JSON and exit codes are the prefill plan's (``commands/plan.py``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from spyre_rules.commands import model_plan
+from spyre_rules.commands.model_plan import DTYPES, ConfigError, Progress
+
+__all__ = ["decode_header", "plan_decode"]
+
+
+def plan_decode(model: str, context: int, batch: int = 1, layers: int | None = None,
+                dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
+                out: Path | None = None, progress: Any = None, paged: bool = False,
+                block_size: int = 16) -> dict[str, Any]:
+    """Build ``model`` on the meta device, compile one decode step against a cache of
+    ``context`` tokens, and report the plan (the shape of ``plan_model``'s report).
+
+    Raises :class:`ConfigError` for a configuration that cannot be used."""
+    label, data = model_plan.load_config(model)
+    if paged and context % block_size:
+        raise ConfigError(f"--context {context} is not a whole number of blocks of {block_size}")
+    steps = Progress(progress)
+    try:
+        return _plan(label, data, context, batch, layers, dtype, max_span_bytes, out, steps,
+                     paged, block_size)
+    finally:
+        steps.stop()
+
+
+def decode_header(report: dict[str, Any]) -> str:
+    """The first line of the text report of a decode plan."""
+    limit = report["max_span_bytes"]
+    cache = (f"paged cache, blocks of {report['block_size']}" if report["paged"]
+             else "static cache")
+    return (f"model {report['model']} ({report['model_type']}, {report['layers']} layers, "
+            f"{report['dtype']}): decode, batch {report['batch']}, context {report['context']} "
+            f"({cache}); limit {limit} bytes ({limit / 2 ** 20:.1f} MiB), automatic tiling on, "
+            "nothing executed")
+
+
+def _build(data: dict[str, Any], layers: int | None, dtype: Any, context: int) -> Any:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = {k: v for k, v in data.items() if k != "model_type"}
+    if layers is not None:
+        fields["num_hidden_layers"] = layers
+    fields["use_cache"] = True
+    fields["max_position_embeddings"] = max(int(fields.get("max_position_embeddings") or 0),
+                                            context)
+    try:
+        config = AutoConfig.for_model(data["model_type"], **fields)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"transformers refuses the config: {exc}") from None
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+
+
+def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,
+           block_size: int) -> Any:
+    """The cache of ``context`` tokens on the meta device, filled (as after a prefill)."""
+    import torch
+    from transformers import StaticCache
+
+    from spyre_rules.commands.paged_cache import PagedCache
+
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None)
+                   or config.hidden_size // config.num_attention_heads)
+    meta = torch.device("meta")
+    if paged:
+        return PagedCache.for_decode(config.num_hidden_layers, batch, context, block_size,
+                                     kv_heads, head_dim, dtype, meta)
+    cache = StaticCache(config=config, max_cache_len=context)
+    cache.early_initialization(batch, kv_heads, head_dim, dtype, meta)
+    return cache
+
+
+def _plan(label: str, data: dict[str, Any], context: int, batch: int, layers: int | None,
+          dtype: str, max_span_bytes: int, out: Path | None, steps: Progress, paged: bool,
+          block_size: int) -> dict[str, Any]:
+    steps.phase(f"building {label} and its {'paged' if paged else 'static'} cache on the meta device")
+    import torch
+
+    torch_dtype = getattr(torch, DTYPES[dtype])
+    started = time.perf_counter(), time.process_time()
+    net = _build(data, layers, torch_dtype, context)
+    cache = _cache(net.config, batch, context, torch_dtype, paged, block_size)
+    built = time.perf_counter(), time.process_time()
+    report: dict[str, Any] = {
+        "model": label, "model_type": data["model_type"], "decode": True, "context": context,
+        "seq": 1, "batch": batch, "paged": paged, "block_size": block_size if paged else None,
+        "layers": int(net.config.num_hidden_layers), "dtype": DTYPES[dtype],
+        "max_span_bytes": max_span_bytes, "automatic_tiling": True,
+    }
+    with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
+        folder = Path(out) if out is not None else Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        before = {p.name for p in folder.iterdir()}
+        report["error"] = _compile(net, cache, batch, context, max_span_bytes, folder, steps)
+        done = time.perf_counter(), time.process_time()
+        report["seconds"] = {"build": [round(b - a, 3) for a, b in zip(started, built)],
+                             "compile": [round(b - a, 3) for a, b in zip(built, done)]}
+        steps.phase("reading the plan")
+        report["graphs"] = [model_plan._graph_report(p) for p in sorted(folder.iterdir())
+                            if p.is_dir() and p.name not in before]
+        if out is not None:
+            report["out"] = str(folder)
+    return model_plan._verdict(report)
+
+
+def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder: Path,
+             steps: Progress) -> str | None:
+    import warnings
+
+    import torch
+
+    from spyre_rules import config
+    from spyre_rules.commands.quiet import hide_cache_off_warning
+
+    hide_cache_off_warning()
+    meta = torch.device("meta")
+    ids = torch.zeros(batch, 1, dtype=torch.long, device=meta)
+    position = torch.tensor([context - 1], device=meta)  # the last slot of the cache
+    settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=False,
+                    ignore_wsr_hints=False, coarse_tiling=True, fallback="error",
+                    span_check="warn", dump_dir=str(folder))
+    torch._dynamo.reset()
+    steps.phase("tracing and compiling one decode step (Dynamo, Inductor, planner, codegen, "
+                "span check)")
+    try:
+        with config.patch(**settings), torch.no_grad(), warnings.catch_warnings(), \
+                model_plan._span_log_quiet():
+            warnings.simplefilter("ignore")
+            out = torch.compile(net, backend="spyre_rules")(
+                input_ids=ids, cache=cache, cache_position=position, use_cache=True)
+    except Exception as exc:  # noqa: BLE001 - a refusal is the answer, reported with exit 1
+        return model_plan._find_error(exc)
+    finally:
+        torch._dynamo.reset()
+    logits = getattr(out, "logits", None)
+    if logits is None or logits.device.type != "meta":
+        return f"the compiled model returned {type(logits).__name__} logits, not a meta tensor"
+    vocab = int(getattr(net.config, "vocab_size", 0))
+    if tuple(logits.shape) != (batch, 1, vocab):
+        return f"the compiled model returned logits of shape {tuple(logits.shape)}, not {(batch, 1, vocab)}"
+    return None

@@ -1,0 +1,87 @@
+"""``spyre-rules plan MODEL --decode --context N``: one decode step against a KV cache of N
+tokens on the meta device (the model's own StaticCache, or --paged), planned like the prefill
+(the same report, JSON and exit codes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spyre_rules.cli import main
+
+#: head_dim 64 (one stick): a tile of heads never cuts a stick of the projections
+TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 1,
+        "vocab_size": 64, "max_position_embeddings": 256}
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+def test_static_decode_tiles_the_cache_writes_at_a_small_limit(capsys, tiny_config):
+    """Batch 2 against a 256-token cache: each K/V cache is (2, 2, 256, 64) fp16, 128 KiB,
+    heads outermost on the device; at 64 KiB each write runs one head per iteration,
+    in place."""
+    assert main(["plan", str(tiny_config), "--decode", "--context", "256", "--batch", "2",
+                 "--max-span-bytes", "65536"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"model {tiny_config} (llama, 1 layers, float16): decode, batch 2, context "
+                      "256 (static cache); limit 65536 bytes (0.1 MiB), automatic tiling on, "
+                      "nothing executed")
+    writes = [line for line in out if "index_put_" in line]
+    assert writes == [
+        "  buf40   pointwise    plan        index_put_.default           (1,2)          g1         0.1 fits",
+        "  buf67   pointwise    plan        index_put_.default, permute. (1,2)          g5         0.1 fits",
+    ]
+    assert "  g1: tiles [2], buf40" in out and "  g5: tiles [2], buf67" in out
+    assert out[-2:] == ["span check: 109 ops checked, 0 over the limit, 0 indirect reads "
+                        "deferred (not enforced)", "OK: every access fits"]
+
+
+def test_paged_decode_json(capsys, tiny_config):
+    assert main(["plan", str(tiny_config), "--decode", "--context", "64", "--batch", "2",
+                 "--paged", "--block-size", "16", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {k: report[k] for k in ("decode", "context", "seq", "batch", "paged", "block_size",
+                                   "ok", "overflows", "unsupported")} == {
+        "decode": True, "context": 64, "seq": 1, "batch": 2, "paged": True, "block_size": 16,
+        "ok": True, "overflows": [], "unsupported": []}
+    (graph,) = report["graphs"]
+    ops = {r["description"].split(" (aten ops: ")[1].split(",")[0].rstrip(")") for r in graph["ops"]}
+    assert {"index_put_.default", "index.Tensor"} <= ops  # the page write and the page gather
+    assert not graph["host_steps"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["plan", "Llama-3-8B", "--decode"], "--decode needs --context"),
+    (["plan", "Llama-3-8B", "--context", "64"], "--context and --paged plan a decode step: add --decode"),
+    (["plan", "Llama-3-8B", "--seq", "8", "--paged"], "--context and --paged plan a decode step: add --decode"),
+    (["plan", "Llama-3-8B", "--decode", "--context", "64", "--seq", "8"],
+     "--seq is the prefill's; a decode step takes --context"),
+    (["plan", "Llama-3-8B", "--decode", "--context", "0"], "--context must be positive, not 0"),
+    (["plan", "Llama-3-8B", "--decode", "--context", "100", "--paged"],
+     "--context 100 is not a whole number of blocks of 16"),
+])
+def test_decode_usage_errors_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"spyre-rules plan: error: {message}"
+
+
+def test_real_size_decode_batch_16_against_32768_tokens_fits(capsys):
+    """Llama-3-8B's K/V caches at batch 16 x 32768 are 1 GiB each (heads outermost on the
+    device, 256 MiB per 2 heads): each cache write is tiled 4 ways over heads, in place,
+    and no accepted plan's access overflows; no host step (fallback='error')."""
+    assert main(["plan", "Llama-3-8B", "--decode", "--context", "32768", "--batch", "16",
+                 "--layers", "1", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["overflows"], report["unsupported"]) == (True, [], [])
+    (graph,) = report["graphs"]
+    writes = [(r["op"], r["levels"], r["span_check"]["max_span_bytes"]) for r in graph["ops"]
+              if r["description"].startswith(f"{r['op']} (aten ops: index_put_")]
+    assert writes == [("buf40", [[1, 4]], 268435456), ("buf67", [[1, 4]], 268435456)]
+    assert not graph["host_steps"]
