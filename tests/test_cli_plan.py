@@ -152,3 +152,22 @@ def test_an_experts_config_is_planned_past_the_meta_devices_integer_histc(capsys
     assert main(["plan", str(path), "--seq", "16"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "OK: every access fits"
+
+
+TINY_FALCON = {"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 4,
+               "num_hidden_layers": 1, "vocab_size": 512, "multi_query": True,
+               "parallel_attn": True, "new_decoder_architecture": False, "bias": False,
+               "alibi": False}
+
+
+def test_falcon_plans_on_the_meta_device(capsys, tmp_path):
+    """Falcon indexes with a Python list (``fused_qkv[..., [-2], :]``): Dynamo's fake mode
+    refused the meta index tensor that makes (issue 41; with backend='eager' too); the
+    plan lets it convert such meta tensors (model_plan._meta_constants_faked)."""
+    path = tmp_path / "falcon.json"
+    path.write_text(json.dumps(TINY_FALCON))
+    assert main(["plan", str(path), "--seq", "64"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "OK: every access fits"
+    from torch._subclasses.fake_tensor import fake_tensor_tls
+
+    assert fake_tensor_tls.allow_non_fake_inputs_override is None  # restored
