@@ -145,16 +145,32 @@ TINY_MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size":
 def test_an_experts_config_is_planned_past_the_meta_devices_integer_histc(capsys, tmp_path):
     """transformers' grouped experts call histc on integer ids off the CPU; the meta graph
     is compiled as the CPU graph, whose histc takes their float values
-    (backend/meta_device.py): the plan reaches the compiler's own answer."""
+    (backend/meta_device.py): the plan is made, every access fits (the router's topk, the
+    sort, histc and the grouped matmuls lower to the program: issue 41)."""
     path = tmp_path / "mixtral.json"
     path.write_text(json.dumps(TINY_MIXTRAL))
-    assert main(["plan", str(path), "--seq", "16"]) == 1
+    assert main(["plan", str(path), "--seq", "16"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2:] == [
-        "compile error: spyre_rules cannot compile this graph: buf101 (aten ops: topk.default) "
-        "lowers to torch.ops.aten.topk.default (FallbackKernel), which has no Spyre lowering",
-        "FAILED",
-    ]
+    assert out[-1] == "OK: every access fits"
+
+
+TINY_FALCON = {"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 4,
+               "num_hidden_layers": 1, "vocab_size": 512, "multi_query": True,
+               "parallel_attn": True, "new_decoder_architecture": False, "bias": False,
+               "alibi": False}
+
+
+def test_falcon_plans_on_the_meta_device(capsys, tmp_path):
+    """Falcon indexes with a Python list (``fused_qkv[..., [-2], :]``): Dynamo's fake mode
+    refused the meta index tensor that makes (issue 41; with backend='eager' too); the
+    plan lets it convert such meta tensors (model_plan._meta_constants_faked)."""
+    path = tmp_path / "falcon.json"
+    path.write_text(json.dumps(TINY_FALCON))
+    assert main(["plan", str(path), "--seq", "64"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "OK: every access fits"
+    from torch._subclasses.fake_tensor import fake_tensor_tls
+
+    assert fake_tensor_tls.allow_non_fake_inputs_override is None  # restored
 
 
 def _content(report) -> "collections.Counter":

@@ -55,8 +55,8 @@ from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
-    attention, concat, hinted_fills, host_steps, matmul, named_dims, pre_scheduling,
-    precision_casts, scan,
+    attention, concat, depthwise_conv, grouped_mm, hinted_fills, histogram, host_steps, matmul,
+    named_dims, pre_scheduling, precision_casts, ranking, scan,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -89,7 +89,8 @@ def decomposition_table() -> dict[Any, Any]:
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
     removing them makes every matmul reach our lowering (as batchmatmul).  The
     fused CPU attention kernel is decomposed into ops we lower (attention.py), a
-    constant pad into a concatenation (concat.py).
+    constant pad into a concatenation (concat.py), histc into a counting reduction
+    (histogram.py) and a depthwise conv1d into shifted slices (depthwise_conv.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -99,6 +100,9 @@ def decomposition_table() -> dict[Any, Any]:
             table.pop(getattr(packet, overload), None)
     table.update(attention.attention_decompositions())
     table.update(concat.pad_decompositions())
+    # experts and state-space layers (issue 41): counting experts, the Mamba2 conv1d
+    table.update(histogram.histogram_decompositions())
+    table.update(depthwise_conv.depthwise_conv_decompositions())
     return table
 
 
@@ -224,6 +228,8 @@ def spyre_rules_context() -> Iterator[None]:
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
         stack.enter_context(scan.scan_lowerings())
+        stack.enter_context(ranking.ranking_lowerings())
+        stack.enter_context(grouped_mm.grouped_mm_lowerings())
         stack.enter_context(named_dims.name_dims_lowerings())
         stack.enter_context(hinted_fills.hinted_fills_kept())
         stack.enter_context(attention.explicit_attention_kept())

@@ -207,7 +207,7 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
         # The span check's findings are read from plan.json; its warnings would repeat them.
         regions = marked_layers(net) if reuse_layers else contextlib.nullcontext()
         with config.patch(**settings), torch.no_grad(), warnings.catch_warnings(), \
-                _span_log_quiet(), regions:
+                _span_log_quiet(), _meta_constants_faked(), regions:
             warnings.simplefilter("ignore")
             out = torch.compile(net, backend="spyre_rules")(input_ids=ids)
     except Exception as exc:  # noqa: BLE001 - a refusal is the answer, reported with exit 1
@@ -221,6 +221,28 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
     if tuple(logits.shape) != (batch, seq, vocab):
         return f"the compiled model returned logits of shape {tuple(logits.shape)}, not {(batch, seq, vocab)}"
     return None
+
+
+class _meta_constants_faked:
+    """Let Dynamo's fake mode take a meta tensor model code makes while it traces.
+
+    Indexing with a Python list (Falcon's ``fused_qkv[..., [-2], :]``) makes the index
+    tensor on the indexed tensor's device, here the meta device, outside Dynamo's fake
+    mode, which then refuses it ("Please convert all Tensors to FakeTensors first"), with
+    ``backend="eager"`` too.  A meta tensor holds no data, so converting it to a fake one
+    loses nothing: while the plan compiles, non-fake inputs are converted (the fake
+    mode's thread-local override, None again after)."""
+
+    def __enter__(self) -> None:
+        from torch._subclasses.fake_tensor import fake_tensor_tls
+
+        self.saved = fake_tensor_tls.allow_non_fake_inputs_override
+        fake_tensor_tls.allow_non_fake_inputs_override = True
+
+    def __exit__(self, *exc: Any) -> None:
+        from torch._subclasses.fake_tensor import fake_tensor_tls
+
+        fake_tensor_tls.allow_non_fake_inputs_override = self.saved
 
 
 class _span_log_quiet:

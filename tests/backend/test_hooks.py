@@ -35,6 +35,10 @@ def _snapshot():
         # left alone: compile_fx keeps inference input mutations in the graph (in_place.py)
         "aot_autograd": dynamo_common.aot_autograd,
         "cumsum": L.lowerings[aten.cumsum.default],
+        # issue 41: the router's topk, the experts' sort, their grouped matmuls
+        "topk": L.lowerings[aten.topk.default],
+        "sort": L.lowerings[aten.sort.stable],
+        "grouped_mm": L.lowerings[aten._grouped_mm.default],
     }
 
 
@@ -62,6 +66,7 @@ def test_context_installs_and_restores_everything():
         assert codegen_common.get_scheduling_for_device("cpu") is RulesScheduling
         assert inside["mm"] is not before["mm"]
         assert inside["cumsum"] is not before["cumsum"]
+        assert all(inside[op] is not before[op] for op in ("topk", "sort", "grouped_mm"))
         assert inside["aot_autograd"] is before["aot_autograd"]
         assert ir.Loops.has_large_inner_fn(None) is True
         assert inside["make_loader"] is not before["make_loader"]
@@ -74,6 +79,14 @@ def test_context_restores_after_an_error():
         with spyre_rules_context():
             raise RuntimeError("boom")
     assert _snapshot() == before
+
+
+def test_decomposition_table_counts_histc_and_slices_a_depthwise_conv():
+    from spyre_rules.backend import depthwise_conv, histogram
+
+    table = decomposition_table()
+    assert table[aten.histc.default] is histogram._histc
+    assert table[aten.convolution.default] is depthwise_conv._convolution
 
 
 def test_decomposition_table_keeps_matmuls_for_our_lowering():
