@@ -43,6 +43,9 @@ COLLECTIVE_KERNEL = "collective step"
 #: Chunks bounded one by one for a coordinate whose span may differ between chunks.
 MAX_CHECKED_CHUNKS = 256
 
+#: The most chunks a collective is cut into (more calls than this: refused, reported).
+MAX_CHUNKS = 4096
+
 #: functional collective -> the first host dim it can be cut along (module doc)
 _FIRST_CHUNK_DIM = {
     "all_reduce_": 0, "all_reduce": 0,
@@ -162,16 +165,17 @@ def plan_chunks(collective: str, buffers: Sequence[CollectiveBuffer],
 
 
 def _longest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int) -> Chunking | None:
-    """The longest chunk along ``dim`` whose every chunk fits (binary search; each
-    candidate is verified, so the answer fits even where spans are not monotone)."""
-    def chunking(length: int) -> Chunking:
-        return Chunking(dim, length, -(-n // length))
-
-    low, high, found = 1, n - 1, None
-    while low <= high:
-        mid = (low + high) // 2
-        if _fits(buffers, chunking(mid), limit):
-            found, low = chunking(mid), mid + 1
-        else:
-            high = mid - 1
-    return found
+    """The fewest chunks along ``dim`` that all fit: ``k = 2, 3, ...`` chunks of
+    ``ceil(n / k)`` (spans are not monotone in the length -- a chunk that straddles a
+    stick boundary spans two sticks -- so every count is tried, up to
+    :data:`MAX_CHUNKS`)."""
+    tried = set()
+    for count in range(2, min(n, MAX_CHUNKS) + 1):
+        length = -(-n // count)
+        if length in tried:
+            continue
+        tried.add(length)
+        chunking = Chunking(dim, length, -(-n // length))
+        if _fits(buffers, chunking, limit):
+            return chunking
+    return None
