@@ -74,3 +74,16 @@ def test_llama_3_70b_eight_ranks_32768_fits(capsys):
                       "all_gather_into_tensor x1 (1 in chunks)")
     assert any(line.startswith("span check: ") and ", 0 over the limit," in line for line in out)
     assert out[-1] == "OK: every access fits"
+
+
+def test_a_qwen2_shard_with_biased_projections_plans_at_four_ranks(capsys, tmp_path):
+    """Qwen2's q/k/v projections carry biases: column-parallel, each rank holds its
+    columns' biases; 4 ranks of a tiny config plan with every access fitting."""
+    path = tmp_path / "qwen2.json"
+    path.write_text(json.dumps({**TINY, "model_type": "qwen2", "num_key_value_heads": 4}))
+    assert main(["plan", str(path), "--seq", "16", "--layers", "1", "--tp", "4",
+                 "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tp"]["split"]["num_key_value_heads"] == [4, 1]
+    assert report["tp"]["collectives"]["all_reduce_"] == {"steps": 3, "chunked": 0}
+    assert report["ok"] and report["overflows"] == [] and report["unsupported"] == []
