@@ -63,8 +63,11 @@ def _device_buffers(op: Any, state: Any) -> list[CollectiveBuffer]:
     or the op's own NoneLayout name, is no device access)."""
     reads = [CollectiveBuffer(n, state.layouts[n], True)
              for n in dict.fromkeys(read_names(op)) if n in state.layouts]
+    # a collective of several tensors writes through the MultiOutputs that pick them
+    picked = [out.get_name() for out in getattr(op, "outputs", None) or []
+              if isinstance(out, ir.MultiOutput)]
     writes = [CollectiveBuffer(n, state.layouts[n], False)
-              for n in written_names(op) if n in state.layouts]
+              for n in dict.fromkeys([*written_names(op), *picked]) if n in state.layouts]
     return reads + writes
 
 
