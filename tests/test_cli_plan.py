@@ -27,7 +27,8 @@ def tiny_config(tmp_path):
 
 
 def test_shipped_configs_hold_the_published_numbers():
-    assert model_plan.shipped_configs() == ["Granite-3-8B", "Llama-3-8B", "Mistral-7B", "Qwen2-7B"]
+    assert model_plan.shipped_configs() == ["Granite-3-8B", "Llama-3-70B", "Llama-3-8B",
+                                            "Mistral-7B", "Qwen2-72B", "Qwen2-7B"]
     label, llama = model_plan.load_config("Llama-3-8B")
     assert label == "Llama-3-8B"
     assert {k: llama[k] for k in ("model_type", "hidden_size", "intermediate_size",
@@ -84,7 +85,8 @@ def test_a_limit_too_small_exits_1_naming_the_ops(capsys, tiny_config):
 @pytest.mark.parametrize(("argv", "message"), [
     (["plan", "no-such-model", "--seq", "8"], "'no-such-model' is neither a config JSON file "
                                               "nor a shipped config (shipped: Granite-3-8B, "
-                                              "Llama-3-8B, Mistral-7B, Qwen2-7B)"),
+                                              "Llama-3-70B, Llama-3-8B, Mistral-7B, Qwen2-72B, "
+                                              "Qwen2-7B)"),
     (["plan", "Llama-3-8B", "--seq", "0"], "--seq must be positive, not 0"),
     (["plan", "Llama-3-8B", "--seq", "8", "--layers", "-1"], "--layers must be positive, not -1"),
     (["plan", "Llama-3-8B"], "--seq is required"),

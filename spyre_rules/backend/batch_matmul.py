@@ -14,8 +14,8 @@ operand is read in place, its batch index ignored) and whose eager kernel is
 ``torch.matmul``.  The rewritten nodes keep the original node's meta, so
 ``spyre_hint`` annotations (``node.meta["custom"]``) survive.
 
-Left to ATen: products with a 1-D operand, 2-D @ 2-D, and ``[B, M, K] @ [B, K, N]``
-(already a ``bmm`` over the real batch).
+Left to ATen: products with a 1-D operand, 2-D @ 2-D, ``[B, M, K] @ [B, K, N]``
+(already a ``bmm`` over the real batch), and products of a tensor subclass (DTensor).
 """
 
 from __future__ import annotations
@@ -54,7 +54,12 @@ def _value(node: Any) -> Any:
 
 
 def _is_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
+    """A plain tensor.  A tensor subclass (a DTensor of a tensor-parallel module) is left
+    to its own dispatch: it has no sharding rule for the custom op, and lowers to the
+    local shards' own matmul, which our lowering reaches anyway."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return isinstance(value, torch.Tensor) and not is_traceable_wrapper_subclass(value)
 
 
 def _batch_shape(a: torch.Tensor, b: torch.Tensor) -> list[int] | None:

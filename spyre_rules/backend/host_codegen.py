@@ -26,7 +26,9 @@ from spyre_rules.ir.graph_state import graph_state
 from spyre_rules.passes.host_boundaries import read_names
 from spyre_rules.backend.residency import (host_copy_taken, host_step_wrote, mutated_names,
                                            stale_on_host, written_names)
+from spyre_rules.backend.collectives import CollectiveStepCode
 from spyre_rules.codegen.source import HOST_STEP_IMPORTS, placement_source
+from spyre_rules.passes.plan_record import COLLECTIVE_STEP_KIND, HOST_STEP_KIND
 
 __all__ = ["make_codegen_extern_call", "host_tensor_names"]
 
@@ -78,13 +80,22 @@ def make_codegen_extern_call(original: Any) -> Any:
             for line in HOST_STEP_IMPORTS:
                 wrapper.imports.writeline(line)
             setattr(wrapper, _IMPORTED, True)
-        wrapper.writeline(f"# {step.get('kind', 'host step')} {step['description']}: {step['reason']}")
+        collective = (CollectiveStepCode(op, state) if step.get("kind") == COLLECTIVE_STEP_KIND
+                      else None)
+        if collective is None:
+            state.program_steps.append({"step": HOST_STEP_KIND, "op": op.get_name()})
+        suffix = collective.comment_suffix() if collective is not None else ""
+        wrapper.writeline(
+            f"# {step.get('kind', 'host step')} {step['description']}: {step['reason']}{suffix}")
         for var, source in _inputs_from_device(op, state):
             wrapper.writeline(
                 f"{var} = rules_to_host({DEVICE_VAR}, {placement_source(placement(source, state))})"
             )
             host_copy_taken(state, source)
+        start = len(wrapper.lines)
         original(self, scheduler_node)
+        if collective is not None:
+            collective.rewrite(wrapper, start)
         # Stickified lazily, before the next kernel that reads them (backend/scheduling.py).
         host_step_wrote(state, written_names(op))
 

@@ -17,7 +17,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
-from spyre_rules.backend.support import static_ints
+from spyre_rules.backend.support import is_opaque_input, static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -60,6 +60,8 @@ def _input_buffer(value: ir.TensorBox) -> Any:
 
 def assign_layouts(graph: Any, state: RulesGraphState) -> None:
     for name, value in graph.graph_inputs.items():
+        if is_opaque_input(value):
+            continue  # a process group: no device copy (backend/support.py)
         buf = _input_buffer(value)
         layout = tiled_layout_for(buf, buf.get_layout(), f"graph input {name}")
         if isinstance(buf, ir.Buffer):

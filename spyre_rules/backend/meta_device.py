@@ -69,14 +69,26 @@ def retarget(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[An
     _float_histc_inputs(gm)
     gm.recompile()
     mode = _fake_mode()
-    inputs: list[Any] = []
     with mode:
-        for x in example_inputs:
-            if isinstance(x, torch.Tensor) and x.is_meta:
-                x = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype,
-                                        device=_CPU, requires_grad=x.requires_grad)
-            inputs.append(x)
-    return inputs
+        return [_cpu_fake(x) if isinstance(x, torch.Tensor) and x.is_meta else x
+                for x in example_inputs]
+
+
+def _cpu_fake(x: torch.Tensor) -> torch.Tensor:
+    """The fake CPU tensor a meta input stands for.  A tensor subclass (a DTensor
+    parameter of a tensor-parallel module: its local shard and its placement on the
+    mesh) keeps its subclass: only its inner tensors move to the CPU."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if is_traceable_wrapper_subclass(x):
+        names, context = x.__tensor_flatten__()
+        # an inner attribute may be no tensor at all (a DTensor's device mesh)
+        inner = {name: _cpu_fake(v) if isinstance(v := getattr(x, name), torch.Tensor)
+                 and v.is_meta else v for name in names}
+        out = type(x).__tensor_unflatten__(inner, context, x.size(), x.stride())
+        return out.requires_grad_(x.requires_grad) if x.requires_grad else out
+    return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype,
+                               device=_CPU, requires_grad=x.requires_grad)
 
 
 _HISTC = (torch.histc, torch.ops.aten.histc.default)

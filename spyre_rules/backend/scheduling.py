@@ -220,4 +220,8 @@ class RulesScheduling(BaseScheduling):
         kernel_wrote(state, _kernel_writes(snodes, state),
                      [p.name for p in (*unstickify.values(), *write_through.values())])
         state.kernels.append((name, specs))
+        # the ops by their plan record names (their buffers'), for plan.json "program"
+        state.program_steps.append({"step": "kernel", "kernel": name, "ops": [
+            sn.node.get_name() if getattr(sn, "node", None) is not None else sn.get_name()
+            for sn in snodes]})
         self.free_buffers_in_scheduler()

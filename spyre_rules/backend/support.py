@@ -75,12 +75,21 @@ def unmeasured_sizes(op: Any) -> str | None:
     return None
 
 
+def is_opaque_input(value: Any) -> bool:
+    """A graph input that is an opaque object, not a tensor: the process group a
+    tensor-parallel module hands ``dist.all_reduce``.  No kernel can read one (it has no
+    layout); only an extern kernel -- a collective step -- takes it as an argument."""
+    return isinstance(value, ir.TorchBindObject)
+
+
 def _check_input(name: str, value: Any) -> None:
     if isinstance(value, sympy.Expr):
         raise UnsupportedGraph(
             f"graph input {name} is a symbolic size ({value}); "
             "spyre_rules compiles static shapes only (dynamic shapes are unsupported)"
         )
+    if is_opaque_input(value):
+        return  # a process group handed to the collectives (backend/collectives.py)
     if not isinstance(value, ir.TensorBox):
         raise UnsupportedGraph(f"graph input {name} is a {type(value).__name__}, not a tensor")
     layout = value.get_layout()

@@ -71,9 +71,10 @@ def _new_folder(root: Path) -> Path:
             n += 1
 
 
-def _steps(state: Any, kind: str) -> dict[str, dict[str, str]]:
+def _steps(state: Any, kind: str) -> dict[str, dict[str, Any]]:
     steps = getattr(state, "host_steps", {}) or {}
-    return {name: {"description": step["description"], "reason": step["reason"]}
+    return {name: {"description": step["description"], "reason": step["reason"],
+                   **({"chunks": step["chunks"]} if "chunks" in step else {})}
             for name, step in steps.items() if step.get("kind", HOST_STEP_KIND) == kind}
 
 
@@ -86,6 +87,8 @@ def plan_json(graph: Any, state: Any, name: str) -> str:
         "host_steps": _steps(state, HOST_STEP_KIND),
         # collectives between the kernels (backend/collectives.py): the same fields
         "collective_steps": _steps(state, COLLECTIVE_STEP_KIND),
+        # kernels, host steps and collective steps in the order the wrapper runs them
+        "program": list(getattr(state, "program_steps", [])),
         "memory_map": state.memory.to_json() if state.memory is not None else None,
     }
     sizes = _SIZES.get()

@@ -129,7 +129,8 @@ def _find_error(exc: BaseException) -> str:
 def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
                dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
                out: Path | None = None, progress: Any = None,
-               automatic_tiling: bool = True, reuse_layers: bool = True) -> dict[str, Any]:
+               automatic_tiling: bool = True, reuse_layers: bool = True,
+               shard: Any = None) -> dict[str, Any]:
     """Build ``model`` on the meta device, compile it, and report the plan.
 
     ``automatic_tiling=False`` (benchmarks): every op compiles untiled, so code
@@ -140,19 +141,22 @@ def plan_model(model: str, seq: int, batch: int = 1, layers: int | None = None,
     layer runs its program (each graph's ``region`` in the report says which part
     it is and which layers share it); False compiles every layer in one graph.
 
+    ``shard(net)``: applied to the built model before it compiles (commands/tp_plan.py
+    shards it over a tensor-parallel mesh); what it returns joins the report.
+
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = load_config(model)
     steps = Progress(progress)
     try:
         return _plan(label, data, seq, batch, layers, dtype, max_span_bytes, out, steps,
-                     automatic_tiling, reuse_layers)
+                     automatic_tiling, reuse_layers, shard)
     finally:
         steps.stop()
 
 
 def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | None, dtype: str,
           max_span_bytes: int, out: Path | None, steps: Progress,
-          automatic_tiling: bool, reuse_layers: bool = True) -> dict[str, Any]:
+          automatic_tiling: bool, reuse_layers: bool = True, shard: Any = None) -> dict[str, Any]:
     steps.phase(f"building {label} on the meta device")
     import torch
 
@@ -167,6 +171,8 @@ def _plan(label: str, data: dict[str, Any], seq: int, batch: int, layers: int | 
         "max_span_bytes": max_span_bytes, "automatic_tiling": automatic_tiling,
         "reuse_layers": reuse_layers,
     }
+    if shard is not None:
+        report.update(shard(net))
     with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
         folder = Path(out) if out is not None else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
@@ -279,7 +285,9 @@ def _graph_report(folder: Path) -> dict[str, Any]:
     # with the layers sharing it, or the ops before / after / between the layers
     return {"folder": str(folder), "graph": plan.get("graph"), "region": plan.get("region"), "ops": ops,
             "loop_groups": list(groups.values()), "graph_errors": errors,
-            "host_steps": plan.get("host_steps") or {}}
+            "host_steps": plan.get("host_steps") or {},
+            "collective_steps": plan.get("collective_steps") or {},
+            "program": plan.get("program") or []}
 
 
 def _verdict(report: dict[str, Any]) -> dict[str, Any]:

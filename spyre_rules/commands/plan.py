@@ -2,6 +2,9 @@
 
     spyre-rules plan Llama-3-8B --seq 32768
     spyre-rules plan my_config.json --seq 8192 --batch 4 --layers 2 --format json
+    spyre-rules plan Llama-3-70B --seq 32768 --tp 8 --layers 2
+
+``--tp N`` plans one rank's shard of N tensor-parallel ranks (commands/tp_plan.py).
 
 MODEL is a ``transformers`` config JSON file or the name of a config the package
 ships (``--list``).  The model is built on the meta device (no weights, nothing
@@ -38,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parameter and activation dtype (default fp16)")
     parser.add_argument("--max-span-bytes", type=int, default=DEFAULT_LIMIT,
                         help=f"per-core span limit in bytes (default {DEFAULT_LIMIT})")
+    parser.add_argument("--tp", type=int, default=None,
+                        help="plan one rank's shard of N tensor-parallel ranks (the model's "
+                             "tp_plan on a fake process group; commands/tp_plan.py)")
     parser.add_argument("--out", default=None,
                         help="keep the artifacts (wrapper.py, plan.json, kernels) in DIR")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -70,17 +76,23 @@ def run(args: argparse.Namespace) -> int:
         return run_decode(args, _usage_error, text_report)
     if args.seq is None:
         return _usage_error("--seq is required")
-    for name in ("seq", "batch", "layers", "max_span_bytes"):
+    for name in ("seq", "batch", "layers", "max_span_bytes", "tp"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             return _usage_error(f"--{name.replace('_', '-')} must be positive, not {value}")
     try:
         model_plan.load_config(args.model)  # a bad config fails before torch is imported
-        report = model_plan.plan_model(
-            args.model, seq=args.seq, batch=args.batch, layers=args.layers, dtype=args.dtype,
-            max_span_bytes=args.max_span_bytes,
-            out=Path(args.out) if args.out is not None else None, progress=sys.stderr,
-            reuse_layers=not getattr(args, "whole_graph", False))
+        settings = dict(seq=args.seq, batch=args.batch, layers=args.layers, dtype=args.dtype,
+                        max_span_bytes=args.max_span_bytes,
+                        out=Path(args.out) if args.out is not None else None,
+                        progress=sys.stderr,
+                        reuse_layers=not getattr(args, "whole_graph", False))
+        if args.tp is not None:
+            from spyre_rules.commands import tp_plan
+
+            report = tp_plan.plan_tensor_parallel(args.model, args.tp, **settings)
+        else:
+            report = model_plan.plan_model(args.model, **settings)
     except model_plan.ConfigError as exc:
         return _usage_error(str(exc))
     if args.format == "json":
@@ -133,6 +145,10 @@ def text_report(report: dict[str, Any]) -> str:
         from spyre_rules.commands.decode_plan import decode_header
 
         lines = [decode_header(report)]
+    if report.get("tp"):
+        from spyre_rules.commands.tp_plan import tp_lines
+
+        lines += tp_lines(report)
     for graph in report["graphs"]:
         groups = {tuple(g["id"]): g for g in graph["loop_groups"]}
         lines += ["", f"{graph['graph']} ({len(graph['ops'])} ops{_region(graph.get('region'))}): op, kind, "

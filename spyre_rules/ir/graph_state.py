@@ -45,6 +45,9 @@ class RulesGraphState:
     memory: Any = None
     #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).
     kernels: list[tuple[str, list[Any]]] = dataclasses.field(default_factory=list)
+    #: the program's steps in the order the wrapper runs them: kernels, host steps and
+    #: collective steps (``plan.json`` ``program``; backend/scheduling.py, host_codegen.py).
+    program_steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: span check of every generated kernel (codegen.span_check.OpCheck), in kernel order.
     span_checks: list[Any] = dataclasses.field(default_factory=list)
     #: the generated wrapper module source (for the dump dir).
