@@ -38,7 +38,7 @@ def test_distribution_metadata():
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    command = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+    command = "python3 -m pip install -e '.[test]' && python3 -m pytest -q -n auto"
     assert command in readme
     assert command in ci
 

@@ -27,7 +27,7 @@ def test_readme_quick_start_is_two_commands():
     quick = readme.split("## Quick start", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     commands = [line for line in quick.strip().splitlines() if line.strip()]
     assert len(commands) == 2
-    assert commands[1] == "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+    assert commands[1] == "python3 -m pip install -e '.[test]' && python3 -m pytest -q -n auto"
 
 
 def _support_matrix() -> dict[str, tuple[str, str]]:
