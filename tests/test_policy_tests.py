@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (72 tests in 3 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (74 tests in 3 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -75,7 +75,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[0].startswith("FAIL many_tiles_within_the_split_cap  (")
-    assert lines[0].endswith("/tests/planner.toml:65)")
+    assert lines[0].endswith("/tests/planner.toml:88)")
     assert lines[2:5] == [
         "  buf0:",
         "    - expected: plan [(0, 130)]",
