@@ -333,14 +333,15 @@ def test_6_layout_model_6_4_is_unsupported_under_single_division(huge, policy):
     bytes, needs 2^15) and host 2 (2^31, needs 8); legal splits of both are 1..64 (exact
     and remainder counts), 16 kept per dim: 255 combinations.  The reference accepts (64, 8) only by dividing twice.  Dividing
     once, the per-tile buffer [64, 512, 1, 4096, 64] still spans 2^34 bytes on dim 0
-    for (64, 8), and every combination leaves some span over 256 MiB -- so the policy
+    for (64, 8), and every combination leaves some span over 256 MiB; host dim 0 joins the
+    widened search (512 more combinations), which fits none either -- so the policy
     raises Unsupported rather than emit an unsafe plan."""
     policy({"limits.rules": [("const AUTO_SPLIT_CAP = 16384;", "const AUTO_SPLIT_CAP = 64;")]})
     d = decide(huge, max_span_bytes=LIMIT, sencores=1)
     assert d.reason == (
         "Cannot auto-tile buf0 (aten ops: add.Tensor, expand.default): no combined split among "
-        f"host dims [1, 2] keeps every span within {LIMIT} bytes after trying 255 combinations "
-        f"(the last: an output span of buf0 still exceeds {LIMIT} bytes with split {{1: 64, 2: 64}})")
+        f"host dims [1, 2, 0] keeps every span within {LIMIT} bytes after trying 767 combinations "
+        f"(the last: an output span of buf0 still exceeds {LIMIT} bytes with split {{0: 2, 1: 60, 2: 4}})")
     assert [(s.values["host_dim"], s.values["span_bytes"]) for s in emitted(d)] == [
         (1, 2**43), (2, 2**31)]
 
