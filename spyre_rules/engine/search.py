@@ -8,7 +8,9 @@ The candidates' host dims are grouped and ordered by ``order``; a ``reject``
 guard may refuse the op; each dim's legal split counts are capped around its
 ``required`` count (:func:`cap_splits`); the combinations are tried cheapest
 ``cost`` first, up to ``max_combos``, and the first one validation accepts (and
-the span verifier does not veto) is the plan; none: ``exhausted``.
+the span verifier does not veto) is the plan.  None: with the optional bound
+``widen_to_dims``, the op's other output host dims join and the combinations that
+split one of them are tried the same way; none again: ``exhausted``.
 """
 
 from __future__ import annotations
@@ -122,24 +124,73 @@ class SearchEvaluation:
             combos.sort(key=lambda c: sort_key(cost_fn(self.env(op=op) | {slot: c})))
         except EvalError as err:
             raise self._fail(op, "search.cost", err) from None
-        tried, last_failure = 0, "no combination splits anything"
-        for combo in combos[: bounds["max_combos"]]:
-            if all(k == 1 for k in combo.counts):
-                continue
-            tile = Tiling.of(zip(combo.dims, combo.counts))
-            tried += 1
-            accepted, req = self.validate(op, tile)
-            if accepted:
-                self.veto(op, tile, self.accepted_by())
-                return _plan(op, found, tile)
-            if req is not None:
-                last_failure = self._message(req, self.env(op=op, tile=tile))
+        state = {"tried": 0, "last_failure": "no combination splits anything"}
+        plan = self._first_accepted(op, found, combos, bounds["max_combos"], state)
+        if plan is not None:
+            return plan
+        # Widening (bound widen_to_dims): the scan's dims cannot fit; the op's other
+        # output host dims with a legal split join the search, up to that many dims in
+        # all (a span whose inner extent another dim drives shrinks when it is split too).
+        extra = self._widening_dims(op, dims, bounds.get("widen_to_dims", 0))
+        if extra:
+            narrow = len(dims)
+            dims = [*dims, *(d for d, _ in extra)]
+            self.record("search", "widen", "dims", None, dims=dims)
+            per_dim = [*per_dim, *(kept for _, kept in extra)]
+            combos = [Combo(list(dims), list(counts)) for counts in itertools.product(*per_dim)
+                      if any(k > 1 for k in counts[narrow:])]  # the others were tried
+            try:
+                combos.sort(key=lambda c: sort_key(cost_fn(self.env(op=op) | {slot: c})))
+            except EvalError as err:
+                raise self._fail(op, "search.cost", err) from None
+            plan = self._first_accepted(op, found, combos, bounds["max_combos"], state)
+            if plan is not None:
+                return plan
+        tried, last_failure = state["tried"], state["last_failure"]
         combinations = f"{tried} combination{'' if tried == 1 else 's'}"
         message = search.exhausted(self.env(op=op, dims=dims, tried=tried, combinations=combinations,
                                             last_failure=last_failure))
         self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)
         raise Unsupported(message)
 
+
+    def _first_accepted(self, op: Any, found: list[tuple[str, Any]], combos: list[Combo],
+                        limit: int, state: dict[str, Any]) -> SpanOverflowTilePlan | None:
+        """The plan of the first of ``combos[:limit]`` validation accepts (and the span
+        verifier does not veto); ``state`` counts the combinations tried and keeps the
+        last failure's message."""
+        for combo in combos[:limit]:
+            if all(k == 1 for k in combo.counts):
+                continue
+            tile = Tiling.of(zip(combo.dims, combo.counts))
+            state["tried"] += 1
+            accepted, req = self.validate(op, tile)
+            if accepted:
+                self.veto(op, tile, self.accepted_by())
+                return _plan(op, found, tile)
+            if req is not None:
+                state["last_failure"] = self._message(req, self.env(op=op, tile=tile))
+        return None
+
+    def _widening_dims(self, op: Any, dims: list[int], widen_to: int) -> list[tuple[int, list[int]]]:
+        """The output host dims not in ``dims`` that may join a widened search, ascending,
+        at most ``widen_to - len(dims)``, each with its kept split counts (capped around
+        1: no span asks for a split of it).  A dim legality refuses (a guard) or that has no
+        legal split above 1 stays out."""
+        bounds = self.program.search.bounds
+        rank = len(getattr(getattr(op, "data", None), "ranges", None) or ())
+        extra: list[tuple[int, list[int]]] = []
+        for d in range(rank):
+            if len(dims) + len(extra) >= widen_to:
+                break
+            if d in dims:
+                continue
+            result = self.legality(op, d)
+            if result.guard is not None or result.legal == [1]:
+                continue
+            extra.append((d, cap_splits(result.legal, 1, bounds["max_splits_per_dim"],
+                                        bounds["keep_smallest_splits"], bounds["split_window_radius"])))
+        return extra
 
     def _guard_bindings(self, op: Any, ordered: list[DimGroup]) -> dict[str, Any]:
         """The values a search guard sees (``lang/sections/search.py`` DECISION_BINDINGS)."""

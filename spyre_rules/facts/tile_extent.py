@@ -10,8 +10,15 @@ stick of fp16; 1000 in 16 tiles: 64, not 63), ``ceil(n / k)`` at worst.  A count
 whose last tile would be empty even then (``n = 9``, ``k = 4``: tiles of 3 cover 9
 in 3) does not describe ``k`` tiles and has no tile extent.
 
-A count that divides ``n`` always means ``n / k``: 100 fp32 elements (3 sticks and
-4) in 4 tiles are tiles of 25, never 32, 32, 32 and 4.
+A count that divides ``n`` means ``n / k`` when those tiles are whole multiples of
+``WHOLE_STICK_GRAIN`` (64 elements: a stick of fp16), or when no tiling of ``k`` tiles
+in whole grains of that size or coarser exists (100 fp32 elements in 4 tiles are tiles
+of 25, never 32, 32, 32 and 4).  Otherwise it is a remainder tiling like any other:
+16052 query rows in 4 tiles are 3 tiles of 4096 and one of 3764, not 4 tiles of 4013,
+which cut the sticks of every layout whose stick dim the rows are (the softmax's
+row statistics) and cost more tiles elsewhere (issue 40: 180 loop trips for one
+Mistral-7B layer at 16052 tokens, 142 at 16384).  The count is the planner's choice,
+weighed by loop trips in ``rules/planner.rules``; what a count means is this fact.
 
 Facts measure the whole tile ``T``: a shorter last tile is a sub-box of a
 translated whole tile, so every span it has is bounded by the whole tile's.
@@ -21,20 +28,29 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["GRAINS", "last_tile_extent", "tile_counts", "tile_extent"]
+__all__ = ["GRAINS", "WHOLE_STICK_GRAIN", "is_even_split", "last_tile_extent", "tile_counts",
+           "tile_extent"]
 
 #: Tile grains tried for a remainder split, coarsest first (128 bytes is a stick:
 #: 128 int8, 64 fp16, 32 fp32 elements).
 GRAINS = (128, 64, 32, 16, 8, 4, 2, 1)
+
+#: An exact count's tiles of ``n / k`` elements are kept when they are whole multiples
+#: of this grain (a stick of fp16, the models' dtype; two of fp32), else a tiling in
+#: grains at least this coarse wins when one exists.
+WHOLE_STICK_GRAIN = 64
 
 
 def tile_extent(n: int, k: int) -> int | None:
     """Elements per tile of ``k`` tiles of ``n`` (None: ``k`` tiles cannot all be non-empty)."""
     if k < 1 or n < 1:
         return None
-    if n % k == 0:
+    exact = n % k == 0
+    if exact and (k == 1 or (n // k) % WHOLE_STICK_GRAIN == 0):
         return n // k
     for grain in GRAINS:
+        if exact and grain < WHOLE_STICK_GRAIN:
+            return n // k  # no tiling in whole sticks: the even tiles
         tile = grain * -(-n // (k * grain))
         if (k - 1) * tile < n:
             return tile
@@ -55,6 +71,12 @@ def tile_counts(n: int) -> list[int]:
     found = {-(-n // t) for t in range(1, r + 1)}
     found.update(k for k in range(1, r + 1) if tile_extent(n, k) is not None)
     return sorted(found)
+
+
+def is_even_split(n: int, k: int) -> bool:
+    """``k`` tiles of ``n`` are all ``tile_extent(n, k)`` long (no shorter last tile)."""
+    t = tile_extent(n, k)
+    return t is not None and t * k == n
 
 
 def last_tile_extent(n: int, k: int) -> int | None:

@@ -315,15 +315,17 @@ def _check_region(op: Any, old: list[int], new: list[int]) -> None:
 
 
 def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:
-    """The tile extent of ``size`` under ``level``: an exact division, or -- for a
-    planner's level (``GroupLevel``) on an output dim no outer level tiles -- tiles of
-    ``tile_extent(size, count)`` with a shorter last one (the planner's legality chose it)."""
+    """The tile extent of ``size`` under ``level``: for a planner's level
+    (``GroupLevel``) on an output dim no outer level tiles, ``tile_extent(size, count)``
+    (the tiles the planner measured: a shorter last one when they overshoot, also for a
+    count that divides ``size`` into tiles that would cut sticks); else an exact
+    division (a user hint, a reduction dim, an inner level on a dim)."""
     count = level.split
-    if size % count == 0:
-        return size // count
     tile = tile_extent(size, count)
     if isinstance(level, GroupLevel) and what == "dim" and size == full and tile is not None:
         return tile
+    if size % count == 0:
+        return size // count
     extra = "" if size == full else f" per tile of the outer levels (full size {full})"
     raise CoarseTileError(
         f"coarse_tile: {where}: count {count} does not divide {what} {d} "

@@ -200,6 +200,23 @@ def test_independent_ops_are_hoisted_before_the_loop(x):
         (["buf0"], [(10000, sympy.Integer(5), False)])]
 
 
+def test_independent_ops_with_the_run_split_share_its_loop():
+    """The reference's case (issue 40): two independent x + y on (1, 8195, 256, 64) fp16 at
+    256 MiB plan (1, 2) each; nothing orders them apart, so the second joins the first's
+    loop (rule independent_same_split): one group, one hint id, nothing hoisted (before:
+    two loops, hint ids 10000 and 10001)."""
+    shape = (1, 8195, 256, 64)
+    ops = capture("two_adds_8195", lambda a, b, c, d: (a + b, c + d),
+                  *(torch.empty(shape, dtype=FP16) for _ in range(4)))
+    with without_hints(ops), config.patch(max_span_bytes=256 * 1024 * 1024,
+                                          ignore_span_overflow_hints=False):
+        outcome = group_operations(ops)
+    assert outcome.actions["buf1"].rule == "independent_same_split"
+    assert outcome.hoisted == {}
+    assert [([o.get_name() for o in g], lv) for g, lv in outcome.groups] == [
+        (["buf0", "buf1"], [(10000, sympy.Integer(2), False)])]
+
+
 def test_pointwise_reading_a_reduction_joins_the_run_it_opened():
     ops = capture("pw_reads_red", _pointwise_reads_reduction, torch.randn(2, 20, 16, 64, dtype=FP16))
     with without_hints(ops), config.patch(**ON):

@@ -17,7 +17,7 @@ from spyre_rules.engine.api import evaluator
 from helpers import FP16, capture
 from test_policy_loading import rules_copy
 
-BUNDLED_SPLITS = "  splits k in [c for c in tile_counts(n) if n % c == 0 or dim < rank(op)];\n"
+BUNDLED_SPLITS = "  splits k in [c for c in tile_counts(n) if dim < rank(op) or tile_extent(n, c) == n // c];\n"
 EXACT_FIRST = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n"
                 "  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n")]
 NO_FALLBACK = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n")]
@@ -42,26 +42,25 @@ def legality_steps(ev, dim):
     return [s for s in ev.trace if s.section == "legality" and s.rule == "splits" and s.values["dim"] == dim]
 
 
-def test_without_a_fallback_190_columns_do_not_split(exact_policy):
-    """190 = 2 * 5 * 19: no divisor leaves whole sticks."""
+def test_without_a_fallback_75_columns_do_not_split(exact_policy):
+    """75 = 3 * 5 * 5: no divisor leaves whole sticks (3 tiles of 75 are 25 each: no tiling
+    of 3 in whole sticks exists)."""
     ev = evaluator()
-    assert ev.legal_splits(plus_one(190), 1) == [1]
+    assert ev.legal_splits(plus_one(75), 1) == [1]
 
 
 def test_no_legal_exact_count_gets_the_fallback_counts(fallback_policy):
-    """3 tiles of 64 columns (the last one 62): whole sticks."""
+    """75 columns: 2 tiles of 64 columns (the last one 11): whole sticks."""
     ev = evaluator()
-    op = plus_one(190)
-    assert ev.legal_splits(op, 1) == [1, 3]
+    op = plus_one(75)
+    assert ev.legal_splits(op, 1) == [1, 2]
     (step,) = legality_steps(ev, 1)
     assert step.values["fallback"] is True
     assert ("legality", "otherwise splits", "otherwise splits") in exercised(ev.trace)  # --coverage
     # every count tried, exact and fallback, is kept with the requirement that refused it
-    # (the trace spells out the first 23 and counts the rest)
     assert ev.legality(op, 1).rejected.keys() == {
-        2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 22, 24, 28, 32, 38, 48, 64, 95, 190}
-    assert step.values["rejected"][0] == "2: output_sticks_whole"
-    assert step.values["rejected"][-1] == "... 2 more" and len(step.values["rejected"]) == 24
+        3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 19, 25, 38, 75}
+    assert step.values["rejected"][0] == "3: output_sticks_whole"
 
 
 def test_a_legal_exact_count_never_sees_a_fallback_count(fallback_policy):
@@ -76,25 +75,33 @@ def test_a_legal_exact_count_never_sees_a_fallback_count(fallback_policy):
 
 
 def test_bundled_policy_offers_exact_and_remainder_counts_together():
-    """320 columns (5 sticks): the exact count 5 (tiles of 64) and the remainder count 3 (tiles of
-    128, the last 64) keep whole sticks and are both legal, in one list; the exact 2 and 4 (160
-    and 80 columns) cut sticks.  No fallback step is traced."""
+    """320 columns (5 sticks): the exact count 5 (tiles of 64), the remainder count 3 (tiles of
+    128, the last 64) and 2, which divides 320 into 160 columns that would cut sticks and so
+    means tiles of 192 and 128 (docs/layout_model.md §4.5), keep whole sticks and are legal, in
+    one list; 4 (80 columns, no 4 tiles of whole sticks exist) cuts them.  No fallback step is
+    traced."""
     ev = evaluator()
     op = plus_one(320)
-    assert ev.legal_splits(op, 1) == [1, 3, 5]
+    assert ev.legal_splits(op, 1) == [1, 2, 3, 5]
     (step,) = legality_steps(ev, 1)
     assert "fallback" not in step.values
     assert ("legality", "otherwise splits", "otherwise splits") not in exercised(ev.trace)
 
 
 def test_refusal_names_the_counts_of_both_sets():
-    """200 columns: neither a divisor nor a remainder count gives tiles of whole sticks (4
-    divides 200, so 4 tiles are 50 columns each, never 64, 64, 64 and 8); the message
-    spells out 22 of the 27 refused counts, then the largest and how many."""
+    """200 columns: 4 divides 200, but 4 tiles of 50 would cut sticks, so they are 64, 64, 64
+    and 8 (legal, as 2: 128 and 72); the rest cut sticks, and the message spells out 22 of
+    the 25 refused counts, then the largest and how many."""
     ev = evaluator()
     op = plus_one(200)
-    assert ev.legal_splits(op, 1) == [1]
+    assert ev.legal_splits(op, 1) == [1, 2, 4]
     assert ev.legality(op, 1).refusals(1) == (
-        "host dim 1: splits 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 23, 25, 29, "
-        "34, ..., 200 (27 counts) fail output_sticks_whole "
-        "(splitting host dim 1 of buf0 2 ways would cut its sticks)")
+        "host dim 1: splits 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 23, 25, 29, "
+        "34, 40, 50, ..., 200 (25 counts) fail output_sticks_whole "
+        "(splitting host dim 1 of buf0 3 ways would cut its sticks)")
+
+
+def test_no_count_keeps_the_sticks_of_one_partial_stick():
+    """60 columns, less than a stick: every count cuts it."""
+    ev = evaluator()
+    assert ev.legal_splits(plus_one(60), 1) == [1]

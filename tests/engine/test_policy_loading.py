@@ -35,7 +35,7 @@ def test_bundled_policy_loads_and_is_cached():
     assert first.source == "bundled rules/"
     assert first.program.search.bounds == {
         "max_splits_per_dim": 16, "max_combos": 512, "keep_smallest_splits": 5,
-        "split_window_radius": 2}
+        "split_window_radius": 2, "widen_to_dims": 3}
     assert [g.name for g in first.program.generators] == [
         "output_span", "input_span", "reduction_span", "mixed_output_span", "mixed_reduction_span",
         "gathered_span", "gathered_rows"]

@@ -286,6 +286,28 @@ def test_tile_counts():
         assert set(facts.divisors(n)) <= set(expected)
 
 
+def test_tile_extent_of_a_dividing_count():
+    from spyre_rules.facts.tile_extent import is_even_split, last_tile_extent, tile_extent
+
+    # n / k in whole 64-element grains: the even tiles
+    assert (tile_extent(16384, 4), last_tile_extent(16384, 4)) == (4096, 4096)
+    assert tile_extent(12800, 8) == 1600 and is_even_split(12800, 8)  # 25 sticks each
+    # n / k would cut sticks: whole-stick tiles, the last shorter (16052 query rows in 4)
+    assert (tile_extent(16052, 4), last_tile_extent(16052, 4)) == (4096, 3764)
+    assert (tile_extent(16052, 2), last_tile_extent(16052, 2)) == (8064, 7988)
+    assert (tile_extent(8195, 5), last_tile_extent(8195, 5)) == (1664, 1539)
+    assert not is_even_split(16052, 4)
+    # no k tiles in whole 64-element grains exist: the even tiles
+    assert tile_extent(100, 4) == 25 and tile_extent(120, 3) == 40 and tile_extent(24, 4) == 6
+    assert tile_extent(7, 1) == 7 and tile_extent(130, 1) == 130
+    # a remainder count is unchanged
+    assert (tile_extent(8195, 2), last_tile_extent(8195, 2)) == (4224, 3971)
+    # never longer than k tiles of the next power of two, for a power-of-two k that divides it
+    for n in range(1025, 4097, 7):
+        for k in (2, 4, 8, 16):
+            assert tile_extent(n, k) <= 4096 // k, (n, k)
+
+
 # --------------------------------------------------------------------------- caching
 
 

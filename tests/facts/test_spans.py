@@ -181,8 +181,11 @@ def test_ranges_accept_sympy_integers_and_name_keys():
 
 
 def test_split_divides_the_range_exactly_once():
-    assert coordinate_span_elems(c0, {c0: 8195}, {c0: 5}) == 1639
-    assert coordinate_span_elems(c0, {c0: 8195}, {"c0": 5}) == 1639
+    # 5 divides 8195, but 1639 rows are no whole 64-row grains: tiles of 1664 (13 x 128),
+    # the last one shorter (1539); 11 tiles of 745 likewise 768 (facts/tile_extent.py)
+    assert coordinate_span_elems(c0, {c0: 8195}, {c0: 5}) == 1664
+    assert coordinate_span_elems(c0, {c0: 8195}, {"c0": 5}) == 1664
+    assert coordinate_span_elems(c0, {c0: 8192}, {c0: 4}) == 2048  # whole sticks: n / k
     # not divisible: tiles of 4224 (33 x 128), the last one shorter (3971)
     assert coordinate_span_elems(c0, {c0: 8195}, {c0: 2}) == 4224
     # 8194 tiles would leave the last empty -> no per-tile answer
@@ -252,7 +255,7 @@ def test_pointwise_8195_per_tile():
     assert per_core_span_bytes(tile, POINTWISE_COORDS, 0, per_tile, 2) == 53_706_752
     # the same through a split of the full range
     full = {c0: 8195, c1: 256, c2: 64}
-    assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 5}) == 53_706_752
+    assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 5}) == 1664 * 256 * 64 * 2
     assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 2}) == 4224 * 256 * 64 * 2
     assert per_core_span_bytes(POINTWISE, POINTWISE_COORDS, 0, full, 2, {c0: 8194}) is None
 

@@ -20,6 +20,8 @@ import torch
 
 from model_helpers import TOLERANCE, traced
 
+from spyre_rules.program.op_spec import LoopSpec
+
 pytest.importorskip("transformers")
 
 KiB = 1024
@@ -97,4 +99,14 @@ def test_the_plan_tiles_what_overflows(auto_run):
                for r in tiled)
     loops = run.loop_counts()
     assert bool(loops) == bool(tiled)
-    assert all(count > 1 for count in loops)
+    # a level whose last tile is shorter runs its whole tiles, then a peeled last one
+    # (codegen/tail.py: gpt2 fp16 at 16 KiB splits 2 ways with a shorter last tile: two
+    # loops of one trip each);
+    # every tiled loop runs more than one tile in all
+    trips: list[int] = []
+    for item in (item for k in run.kernels for item in k.specs if isinstance(item, LoopSpec)):
+        if int(item.first) > 0 and trips:
+            trips[-1] += int(item.count)  # the peeled last tile of the loop before
+        else:
+            trips.append(int(item.count))
+    assert all(count > 1 for count in trips)

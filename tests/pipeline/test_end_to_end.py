@@ -308,17 +308,34 @@ def test_refused_graph_still_writes_plan_json(tmp_path):
 
 def _independent_between(x, w):
     y = x + 1           # opens the run
-    z = torch.exp(w) * 2  # reads nothing of it: hoisted with its own loop
+    z = torch.exp(w) * 2  # reads nothing of it, with its split: joins its loop
     return y, y * z, z + 3
 
 
-def test_ops_independent_of_the_open_run_are_hoisted_before_its_loop():
-    """exp(w) * 2 sits between x + 1 and y * z in graph order and reads nothing of the
-    run: it runs before the loop in a loop of its own (so does z + 3, which reads
-    only it), and x + 1 and y * z share one loop.  Each result equals eager."""
+def test_ops_independent_of_the_open_run_with_its_split_share_its_loop():
+    """exp(w) * 2 sits between x + 1 and y * z in graph order, reads nothing of the run and
+    has its split (8 row tiles): it joins the run's loop (grouping rule
+    independent_same_split), and so do y * z and z + 3: one loop of 8 (hoisted, it ran three
+    loops of 8).  Each result equals eager."""
     x, w = h(256, 64), h(256, 64, seed=1)
     run = run_auto(_independent_between, x, w, max_span_bytes=4096, span_check="error")
-    assert [shape(p) for p in run.programs] == [
-        [(8, ["exp", "mul"])], [(8, ["add"])], [(8, ["add", "copy", "mul"])]]
+    assert [shape(p) for p in run.programs] == [[(8, ["add", "copy", "exp", "mul", "mul", "add"])]]
     for got, want in zip(run.output, _independent_between(x, w)):
+        assert torch.equal(got, want)
+
+
+def _independent_other_split(x, w):
+    y = x + 1           # opens the run: 8 row tiles
+    z = torch.exp(w) * 2  # reads nothing of it, twice the rows: 16 tiles, hoisted
+    return y, z + 3
+
+
+def test_ops_independent_of_the_open_run_are_hoisted_before_its_loop():
+    """exp(w) * 2 on twice the rows reads nothing of x + 1's run but needs another split: it
+    runs before the loop in a loop of its own (with z + 3, which reads only it).  Each result
+    equals eager."""
+    x, w = h(256, 64), h(512, 64, seed=1)
+    run = run_auto(_independent_other_split, x, w, max_span_bytes=4096, span_check="error")
+    assert [shape(p) for p in run.programs] == [[(16, ["exp", "mul", "add"])], [(8, ["add"])]]
+    for got, want in zip(run.output, _independent_other_split(x, w)):
         assert torch.equal(got, want)

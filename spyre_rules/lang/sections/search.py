@@ -15,6 +15,10 @@ from spyre_rules.lang.scope import where
 from spyre_rules.lang.sections.spec import SectionSpec, SectionState, and_list
 # The knobs of the search algorithm (each must be a positive integer constant).
 BOUNDS = ("max_splits_per_dim", "max_combos", "keep_smallest_splits", "split_window_radius")
+# Knobs a policy may leave unset: widen_to_dims (unset: no widening) -- when no
+# combination of the scan's dims fits, the op's other output host dims join the
+# search, up to this many dims in all (docs/rules_language.md §6.4).
+OPTIONAL_BOUNDS = ("widen_to_dims",)
 
 # What the engine hands the `reject` guards and `exhausted` (docs/rules_language.md §6.4):
 # the ordered dims and their candidate groups, and text made from the rules' own
@@ -43,9 +47,9 @@ COST_BINDER = "Combo"
 def check_bound(checker: Any, item: A.BoundItem, state: SectionState) -> None:
     name = item.name.name
     seen = state.names
-    if name not in BOUNDS:
-        checker.error("E034", f"unknown search bound `{name}` (bounds: {', '.join(BOUNDS)})", item.name.span,
-                      checker.suggest(name, BOUNDS))
+    if name not in BOUNDS + OPTIONAL_BOUNDS:
+        checker.error("E034", f"unknown search bound `{name}` (bounds: {', '.join(BOUNDS + OPTIONAL_BOUNDS)})",
+                      item.name.span, checker.suggest(name, BOUNDS + OPTIONAL_BOUNDS))
     elif name in seen:
         checker.error("E016", f"bound `{name}` is already set", item.name.span,
                       f"note: first set at {where(seen[name].span)}")
