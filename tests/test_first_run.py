@@ -25,7 +25,7 @@ def _readme_pytest_command() -> list[str]:
 
 def test_readme_pytest_invocation_prints_the_summary_line():
     argv = _readme_pytest_command()
-    assert argv == ["python3", "-m", "pytest", "-q"]
+    assert argv == ["python3", "-m", "pytest", "-q", "-n", "auto"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, *argv[1:], SMALL], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -158,17 +158,19 @@ def plan_chunks(collective: str, buffers: Sequence[CollectiveBuffer],
         return None  # the buffers disagree on a dim: no common slice
     best: Chunking | None = None
     for dim, n in extents.items():
-        found = _longest(buffers, dim, n, limit)
-        if found is not None and (best is None or found.count < best.count):
+        found = _longest(buffers, dim, n, limit, below=None if best is None else best.count)
+        if found is not None:
             best = found
     return best
 
 
-def _longest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int) -> Chunking | None:
-    """The fewest chunks along ``dim`` that all fit: ``k = 2, 3, ...`` chunks of
-    ``ceil(n / k)`` (spans are not monotone in the length -- a chunk that straddles a
-    stick boundary spans two sticks -- so every count is tried, up to
-    :data:`MAX_CHUNKS`)."""
+def _longest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int,
+             below: int | None = None) -> Chunking | None:
+    """The fewest chunks along ``dim`` that all fit, if fewer than ``below``: ``k = 2, 3,
+    ...`` chunks of ``ceil(n / k)`` (spans are not monotone in the length -- a chunk that
+    straddles a stick boundary spans two sticks -- so every count is tried, up to
+    :data:`MAX_CHUNKS`; the chunk count only grows with ``k``, so the scan stops at
+    ``below``: an outer dim's chunking wins a tie)."""
     tried = set()
     for count in range(2, min(n, MAX_CHUNKS) + 1):
         length = -(-n // count)
@@ -176,6 +178,8 @@ def _longest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int) 
             continue
         tried.add(length)
         chunking = Chunking(dim, length, -(-n // length))
+        if below is not None and chunking.count >= below:
+            return None
         if _fits(buffers, chunking, limit):
             return chunking
     return None

@@ -38,7 +38,7 @@ def test_bundled_policy_loads_and_is_cached():
         "split_window_radius": 2, "widen_to_dims": 3}
     assert [g.name for g in first.program.generators] == [
         "output_span", "input_span", "reduction_span", "mixed_output_span", "mixed_reduction_span",
-        "gathered_span", "gathered_rows"]
+        "gathered_span", "gathered_rows", "in_place_rows"]
 
 
 def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):
