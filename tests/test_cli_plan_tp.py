@@ -87,3 +87,27 @@ def test_a_qwen2_shard_with_biased_projections_plans_at_four_ranks(capsys, tmp_p
     assert report["tp"]["split"]["num_key_value_heads"] == [4, 1]
     assert report["tp"]["collectives"]["all_reduce_"] == {"steps": 3, "chunked": 0}
     assert report["ok"] and report["overflows"] == [] and report["unsupported"] == []
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["static", "paged"])
+def test_a_decode_step_of_one_ranks_shard_plans_against_its_share_of_the_cache(
+        capsys, tiny_config, paged):
+    """--tp with --decode: the shard's attention holds 1 of the 2 key/value heads, so the
+    cache it decodes against holds one head (a cache of the whole model's heads would not
+    fit the shard's attention), and the collectives sit in the decode program."""
+    cache = ["--paged", "--block-size", "16"] if paged else []
+    assert main(["plan", str(tiny_config), "--decode", "--context", "64", "--layers", "1", "--tp", "2",
+                 *cache, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["decode"] and report["paged"] is paged
+    assert report["tp"]["split"]["num_key_value_heads"] == [2, 1]
+    assert report["tp"]["collectives"] == {
+        "all_reduce_": {"steps": 3, "chunked": 0}, "wait_tensor": {"steps": 4, "chunked": 0},
+        "all_gather_into_tensor": {"steps": 1, "chunked": 0}}
+    (graph,) = report["graphs"]
+    assert graph["host_steps"] == {}
+    # the K and the V write into the one-head cache (head dim 32); the other two
+    # index_put_ are the vocabulary-parallel embedding's masking
+    writes = [r["layout"]["size"] for r in graph["ops"]
+              if "index_put_" in r["description"] and r["layout"]["size"][-1] == 32]
+    assert writes == ([[64, 1, 32]] * 2 if paged else [[1, 1, 64, 32]] * 2)

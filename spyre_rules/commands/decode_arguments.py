@@ -35,17 +35,22 @@ def run_decode(args: argparse.Namespace, usage_error: Callable[[str], int],
         return usage_error("--decode needs --context")
     if args.seq is not None:
         return usage_error("--seq is the prefill's; a decode step takes --context")
-    for name in ("context", "batch", "layers", "max_span_bytes", "block_size"):
+    for name in ("context", "batch", "layers", "max_span_bytes", "block_size", "tp"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             return usage_error(f"--{name.replace('_', '-')} must be positive, not {value}")
     try:
         model_plan.load_config(args.model)  # a bad config fails before torch is imported
-        report = decode_plan.plan_decode(
-            args.model, context=args.context, batch=args.batch, layers=args.layers,
-            dtype=args.dtype, max_span_bytes=args.max_span_bytes,
-            out=Path(args.out) if args.out is not None else None, progress=sys.stderr,
-            paged=args.paged, block_size=args.block_size)
+        settings = dict(context=args.context, batch=args.batch, layers=args.layers,
+                        dtype=args.dtype, max_span_bytes=args.max_span_bytes,
+                        out=Path(args.out) if args.out is not None else None,
+                        progress=sys.stderr, paged=args.paged, block_size=args.block_size)
+        if getattr(args, "tp", None) is not None:
+            from spyre_rules.commands import tp_plan
+
+            report = tp_plan.plan_tensor_parallel(args.model, args.tp, decode=True, **settings)
+        else:
+            report = decode_plan.plan_decode(args.model, **settings)
     except model_plan.ConfigError as exc:
         return usage_error(str(exc))
     if args.format == "json":

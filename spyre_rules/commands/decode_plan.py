@@ -34,9 +34,12 @@ __all__ = ["decode_header", "plan_decode"]
 def plan_decode(model: str, context: int, batch: int = 1, layers: int | None = None,
                 dtype: str = "fp16", max_span_bytes: int = 256 * 1024 * 1024,
                 out: Path | None = None, progress: Any = None, paged: bool = False,
-                block_size: int = 16) -> dict[str, Any]:
+                block_size: int = 16, shard: Any = None, ranks: int = 1) -> dict[str, Any]:
     """Build ``model`` on the meta device, compile one decode step against a cache of
     ``context`` tokens, and report the plan (the shape of ``plan_model``'s report).
+
+    ``shard(net)`` (commands/tp_plan.py) shards the built model over ``ranks``
+    tensor-parallel ranks; the cache then holds one rank's key/value heads.
 
     Raises :class:`ConfigError` for a configuration that cannot be used."""
     label, data = model_plan.load_config(model)
@@ -45,7 +48,7 @@ def plan_decode(model: str, context: int, batch: int = 1, layers: int | None = N
     steps = Progress(progress)
     try:
         return _plan(label, data, context, batch, layers, dtype, max_span_bytes, out, steps,
-                     paged, block_size)
+                     paged, block_size, shard, ranks)
     finally:
         steps.stop()
 
@@ -80,14 +83,16 @@ def _build(data: dict[str, Any], layers: int | None, dtype: Any, context: int) -
 
 
 def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,
-           block_size: int) -> Any:
-    """The cache of ``context`` tokens on the meta device, filled (as after a prefill)."""
+           block_size: int, ranks: int = 1) -> Any:
+    """The cache of ``context`` tokens on the meta device, filled (as after a prefill);
+    over ``ranks`` tensor-parallel ranks, one rank's share of the key/value heads."""
     import torch
     from transformers import StaticCache
 
     from spyre_rules.commands.paged_cache import PagedCache
 
     kv_heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+    kv_heads //= ranks
     head_dim = int(getattr(config, "head_dim", None)
                    or config.hidden_size // config.num_attention_heads)
     meta = torch.device("meta")
@@ -101,20 +106,21 @@ def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,
 
 def _plan(label: str, data: dict[str, Any], context: int, batch: int, layers: int | None,
           dtype: str, max_span_bytes: int, out: Path | None, steps: Progress, paged: bool,
-          block_size: int) -> dict[str, Any]:
+          block_size: int, shard: Any = None, ranks: int = 1) -> dict[str, Any]:
     steps.phase(f"building {label} and its {'paged' if paged else 'static'} cache on the meta device")
     import torch
 
     torch_dtype = getattr(torch, DTYPES[dtype])
     started = time.perf_counter(), time.process_time()
     net = _build(data, layers, torch_dtype, context)
-    cache = _cache(net.config, batch, context, torch_dtype, paged, block_size)
+    sharded = shard(net) if shard is not None else {}
+    cache = _cache(net.config, batch, context, torch_dtype, paged, block_size, ranks)
     built = time.perf_counter(), time.process_time()
     report: dict[str, Any] = {
         "model": label, "model_type": data["model_type"], "decode": True, "context": context,
         "seq": 1, "batch": batch, "paged": paged, "block_size": block_size if paged else None,
         "layers": int(net.config.num_hidden_layers), "dtype": DTYPES[dtype],
-        "max_span_bytes": max_span_bytes, "automatic_tiling": True,
+        "max_span_bytes": max_span_bytes, "automatic_tiling": True, **sharded,
     }
     with tempfile.TemporaryDirectory(prefix="spyre_rules_plan_") as scratch:
         folder = Path(out) if out is not None else Path(scratch)

@@ -88,13 +88,20 @@ def _shard(tp: int) -> Any:
     return shard
 
 
-def plan_tensor_parallel(model: str, tp: int, **kwargs: Any) -> dict[str, Any]:
-    """``plan_model`` of rank 0's shard over ``tp`` ranks (module doc); the report has
-    the plan's fields plus ``tp`` (ranks, rank planned, split sizes, the collectives)."""
+def plan_tensor_parallel(model: str, tp: int, decode: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """``plan_model`` (or with ``decode``, ``plan_decode``: one decode step against a
+    cache holding this rank's key/value heads) of rank 0's shard over ``tp`` ranks
+    (module doc); the report has the plan's fields plus ``tp`` (ranks, rank planned,
+    split sizes, the collectives)."""
     _, data = load_config(model)
     splits = split_sizes(data, tp)
     with fake_world(tp):
-        report = plan_model(model, shard=_shard(tp), **kwargs)
+        if decode:
+            from spyre_rules.commands.decode_plan import plan_decode
+
+            report = plan_decode(model, shard=_shard(tp), ranks=tp, **kwargs)
+        else:
+            report = plan_model(model, shard=_shard(tp), **kwargs)
     report["tp"] = {"ranks": tp, "rank": 0, "backend": "fake", "split": splits,
                     "styles": report.pop("tp_styles", {}),
                     "collectives": _collectives(report)}
