@@ -4,7 +4,6 @@ the decode options of the plan command and their run (``commands/decode_plan.py`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +25,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_decode(args: argparse.Namespace, usage_error: Callable[[str], int],
-               text_report: Callable[[dict[str, Any]], str]) -> int:
+               print_report: Callable[[dict[str, Any], str], int]) -> int:
     from spyre_rules.commands import decode_plan, model_plan
 
     if not args.decode:
@@ -53,8 +52,4 @@ def run_decode(args: argparse.Namespace, usage_error: Callable[[str], int],
             report = decode_plan.plan_decode(args.model, **settings)
     except model_plan.ConfigError as exc:
         return usage_error(str(exc))
-    if args.format == "json":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(text_report(report))
-    return 0 if report["ok"] else 1
+    return print_report(report, args.format)

@@ -65,21 +65,9 @@ def decode_header(report: dict[str, Any]) -> str:
 
 
 def _build(data: dict[str, Any], layers: int | None, dtype: Any, context: int) -> Any:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    fields = {k: v for k, v in data.items() if k != "model_type"}
-    if layers is not None:
-        fields["num_hidden_layers"] = layers
-    fields["use_cache"] = True
-    fields["max_position_embeddings"] = max(int(fields.get("max_position_embeddings") or 0),
-                                            context)
-    try:
-        config = AutoConfig.for_model(data["model_type"], **fields)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"transformers refuses the config: {exc}") from None
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    positions = max(int(data.get("max_position_embeddings") or 0), context)
+    return model_plan._build(data, layers, dtype, use_cache=True,
+                             max_position_embeddings=positions)
 
 
 def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,

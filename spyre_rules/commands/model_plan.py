@@ -57,7 +57,9 @@ def load_config(model: str) -> tuple[str, dict[str, Any]]:
     return (model if path.parent == MODEL_CONFIG_DIR else str(path)), data
 
 
-def _build(data: dict[str, Any], layers: int | None, dtype: Any) -> Any:
+def _build(data: dict[str, Any], layers: int | None, dtype: Any, **overrides: Any) -> Any:
+    """The causal LM of ``data`` on the meta device; ``overrides``: config fields set over
+    the file's (a decode plan keeps the cache and lengthens the positions)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -65,6 +67,7 @@ def _build(data: dict[str, Any], layers: int | None, dtype: Any) -> Any:
     if layers is not None:
         fields["num_hidden_layers"] = layers
     fields["use_cache"] = False
+    fields.update(overrides)
     try:
         config = AutoConfig.for_model(data["model_type"], **fields)
     except (ValueError, KeyError, TypeError) as exc:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.decode or args.paged or args.context is not None:
         from spyre_rules.commands.decode_arguments import run_decode
 
-        return run_decode(args, _usage_error, text_report)
+        return run_decode(args, _usage_error, _print_report)
     if args.seq is None:
         return _usage_error("--seq is required")
     for name in ("seq", "batch", "layers", "max_span_bytes", "tp"):
@@ -95,7 +95,12 @@ def run(args: argparse.Namespace) -> int:
             report = model_plan.plan_model(args.model, **settings)
     except model_plan.ConfigError as exc:
         return _usage_error(str(exc))
-    if args.format == "json":
+    return _print_report(report, args.format)
+
+
+def _print_report(report: dict[str, Any], fmt: str) -> int:
+    """Print ``report`` as text or JSON; the exit code its verdict gives."""
+    if fmt == "json":
         print(json.dumps(report, indent=2, default=str))
     else:
         print(text_report(report))
