@@ -57,7 +57,7 @@ def test_expected_outputs_of_both_paths(tmp_path):
     broken = [_run(["check", "rules/planner.rules"], tmp_path)[:2] for _ in range(2)]
     for code, out in broken:
         assert code == 1 and "error[E010]: unknown name `MAX_TILE_DIMS`" in out
-        assert out.endswith("checked 2 files: 8 errors, 0 warnings\n")
+        assert out.endswith("checked 2 files: 9 errors, 0 warnings\n")
 
 
 def test_an_edited_file_is_checked_again(tmp_path):
