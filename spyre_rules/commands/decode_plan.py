@@ -147,7 +147,7 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
                 "span check)")
     try:
         with config.patch(**settings), torch.no_grad(), warnings.catch_warnings(), \
-                model_plan._span_log_quiet():
+                model_plan._span_log_quiet(), model_plan._meta_constants_faked():
             warnings.simplefilter("ignore")
             out = torch.compile(net, backend="spyre_rules")(
                 input_ids=ids, cache=cache, cache_position=position, use_cache=True)
@@ -155,10 +155,4 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
         return model_plan._find_error(exc)
     finally:
         torch._dynamo.reset()
-    logits = getattr(out, "logits", None)
-    if logits is None or logits.device.type != "meta":
-        return f"the compiled model returned {type(logits).__name__} logits, not a meta tensor"
-    vocab = int(getattr(net.config, "vocab_size", 0))
-    if tuple(logits.shape) != (batch, 1, vocab):
-        return f"the compiled model returned logits of shape {tuple(logits.shape)}, not {(batch, 1, vocab)}"
-    return None
+    return model_plan._logits_error(out, net, batch, 1)

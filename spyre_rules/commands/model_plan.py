@@ -223,6 +223,11 @@ def _compile(net: Any, batch: int, seq: int, limit: int, folder: Path, steps: Pr
         return _find_error(exc)
     finally:
         torch._dynamo.reset()
+    return _logits_error(out, net, batch, seq)
+
+
+def _logits_error(out: Any, net: Any, batch: int, seq: int) -> str | None:
+    """Why the compiled model's output is not meta logits of ``(batch, seq, vocab)``."""
     logits = getattr(out, "logits", None)
     if logits is None or logits.device.type != "meta":
         return f"the compiled model returned {type(logits).__name__} logits, not a meta tensor"
