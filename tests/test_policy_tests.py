@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (80 tests in 3 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (84 tests in 4 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -89,7 +89,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
             "12, 13, 15], rejected=['17: auto_split_cap', '19: auto_split_cap', '22: auto_split_cap', "
             "'26: auto_split_cap', '33: auto_split_cap', '44: auto_split_cap', '65: auto_split_cap', "
             "'130: auto_split_cap']]") in lines
-    assert lines[-1] == f"0 passed, 1 failed (1 tests in 3 files; policy: {policy_copy})"
+    assert lines[-1] == f"0 passed, 1 failed (1 tests in 4 files; policy: {policy_copy})"
 
 
 def test_reversing_the_cost_order_fails_with_a_readable_diff(capsys, policy_copy):
@@ -119,6 +119,12 @@ def test_a_policy_that_does_not_load_exits_1(capsys, policy_copy):
     ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n",
      "test 'a': expects nothing: add ops.NAME, groups or grouping_error"),
     ("test = 1\n", "a policy test file holds [[test]] tables only"),
+    ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nreads = [\"float16[8, 64]\"]\n",
+     "test 'c': a collectives test expects chunks = [host_dim, length, count] or [] (none)"),
+    ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nreads = [\"float16[8, 64]\"]\nchunks = [1, 2]\n",
+     "test 'c': chunks must be [host_dim, length, count] or [], got [1, 2]"),
+    ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nprogram = \"return x\"\nchunks = []\n",
+     "test 'c': unknown key(s) ['program'] in a collectives test"),
     ("[[test]\n", "Expected ']]' at the end of an array declaration (at line 1, column 7)"),
 ])
 def test_invalid_test_files_exit_2(capsys, tmp_path, text, message):
@@ -153,7 +159,7 @@ def test_policy_tests_ship_with_the_bundled_rules():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "tests/*.toml" in data["spyre_rules.bundled_rules"]
     assert sorted(p.name for p in (ROOT / "rules" / "tests").iterdir()) == [
-        "eligibility.toml", "grouping.toml", "planner.toml"]
+        "collectives.toml", "eligibility.toml", "grouping.toml", "planner.toml"]
 
 
 def test_rules_option_names_the_policy_for_any_test_file(capsys, policy_copy):
@@ -202,3 +208,13 @@ def test_program_builds_the_graph_it_says():
         ("torch.float16", (4, 16)), ("torch.float16", (3, 8))]
     c, y = module.forward(*tensors)
     assert tuple(c.shape) == (4, 16) and tuple(y.shape) == (4, 3)
+
+
+def test_a_collectives_test_names_the_chunking_it_expected(capsys, tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[[test]]\nname = "c"\ncollective = "all_reduce_"\nreads = ["float16[8, 8, 128]"]\n'
+                    'writes = ["float16[8, 8, 128]"]\nconfig = { max_span_bytes = 4096 }\nchunks = [1, 4, 2]\n')
+    code, out, _ = run(capsys, str(path))
+    assert code == 1
+    assert out.splitlines()[1:4] == ["  chunks:", "    - expected: 2 chunks of 4 along host dim 1",
+                                     "    + actual:   4 chunks of 2 along host dim 1"]

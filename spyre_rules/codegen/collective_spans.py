@@ -12,8 +12,10 @@ dim cut into runs of ``length`` elements (the last one shorter), one collective 
 chunk.  Which dims a collective can be cut along is its semantics, not policy:
 an all_reduce is elementwise (any dim); an all_gather concatenates and a reduce_scatter
 splits along host dim 0, so they are cut along a dim above 0 only, where each rank's
-chunk and the gathered or scattered chunk are the same slice.  The chunking chosen is
-the one with the fewest chunks whose every chunk fits, the outermost dim on a tie; it
+chunk and the gathered or scattered chunk are the same slice.  Per such dim, the
+candidate is the fewest chunks whose every chunk fits (more chunks along the same dim
+only add calls), up to the policy's ``max_chunks``; the policy's ``cost``
+(``rules/collectives.rules``, engine/collectives.py) picks among the dims.  A chunking
 is verified chunk by chunk (a coordinate whose shift by one chunk is a constant has the
 same span in every chunk; any other is bounded per chunk, up to
 :data:`MAX_CHECKED_CHUNKS`).  A collective no chunking fits keeps its whole-buffer
@@ -30,6 +32,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.codegen.span_check import DimCheck, OpCheck
+from spyre_rules.engine.values import Chunking
 from spyre_rules.facts.coordinates import forward_coordinates
 from spyre_rules.facts.spans import coordinate_span_bound
 from spyre_rules.program.op_spec import element_bytes
@@ -40,11 +43,9 @@ __all__ = ["CollectiveBuffer", "Chunking", "COLLECTIVE_KERNEL", "chunk_dims", "p
 #: the ``kernel`` field of a collective step's span checks (it runs in no kernel)
 COLLECTIVE_KERNEL = "collective step"
 
-#: Chunks bounded one by one for a coordinate whose span may differ between chunks.
+#: Chunks bounded one by one for a coordinate whose span may differ between chunks (the
+#: precision of the check, not policy: past it the span is taken as the whole dim's).
 MAX_CHECKED_CHUNKS = 256
-
-#: The most chunks a collective is cut into (more calls than this: refused, reported).
-MAX_CHUNKS = 4096
 
 #: functional collective -> the first host dim it can be cut along (module doc)
 _FIRST_CHUNK_DIM = {
@@ -61,18 +62,6 @@ class CollectiveBuffer:
     name: str
     layout: Any  # FixedTiledLayout
     is_input: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class Chunking:
-    """Host dim ``dim`` cut into runs of ``length`` elements: ``count`` collective calls."""
-
-    dim: int
-    length: int
-    count: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {"host_dim": self.dim, "length": self.length, "count": self.count}
 
 
 def chunk_dims(collective: str, rank: int) -> list[int]:
@@ -145,10 +134,12 @@ def _fits(buffers: Sequence[CollectiveBuffer], chunking: Chunking | None, limit:
     return all(d.span_bytes <= limit for b in buffers for d in _dims(b, chunking))
 
 
-def plan_chunks(collective: str, buffers: Sequence[CollectiveBuffer],
-                limit: int) -> Chunking | None:
+def plan_chunks(collective: str, buffers: Sequence[CollectiveBuffer], limit: int,
+                policy: Any = None, trace: list[Any] | None = None) -> Chunking | None:
     """None when every whole-buffer access fits or no chunking does; else the chunking
-    with the fewest chunks (module doc)."""
+    the policy's ``collectives`` section picks among each dim's fewest fitting chunks
+    (module doc).  ``policy``: a loaded policy (default: the configured one); the
+    policy's choice is appended to ``trace`` when one is given."""
     if not buffers or _fits(buffers, None, limit):
         return None
     rank = len(buffers[0].layout.size)
@@ -156,30 +147,37 @@ def plan_chunks(collective: str, buffers: Sequence[CollectiveBuffer],
     if any(len(b.layout.size) != rank or any(int(b.layout.size[d]) != n for d, n in extents.items())
            for b in buffers):
         return None  # the buffers disagree on a dim: no common slice
-    best: Chunking | None = None
-    for dim, n in extents.items():
-        found = _longest(buffers, dim, n, limit, below=None if best is None else best.count)
-        if found is not None:
-            best = found
-    return best
+    if policy is None:
+        from spyre_rules.engine.policy import get_policy
+
+        policy = get_policy()
+    rules = policy.program.collectives
+    candidates = [found for dim, n in extents.items()
+                  if (found := _fewest(buffers, dim, n, limit, rules.max_chunks)) is not None]
+    return rules.choose(collective, candidates, policy.config_snapshot(), trace)
 
 
-def _longest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int,
-             below: int | None = None) -> Chunking | None:
-    """The fewest chunks along ``dim`` that all fit, if fewer than ``below``: ``k = 2, 3,
+def _fewest(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int,
+            max_chunks: int) -> Chunking | None:
+    """The fewest chunks along ``dim``, at most ``max_chunks``, that all fit: ``k = 2, 3,
     ...`` chunks of ``ceil(n / k)`` (spans are not monotone in the length -- a chunk that
-    straddles a stick boundary spans two sticks -- so every count is tried, up to
-    :data:`MAX_CHUNKS`; the chunk count only grows with ``k``, so the scan stops at
-    ``below``: an outer dim's chunking wins a tie)."""
+    straddles a stick boundary spans two sticks -- so every count is tried).  A chunk
+    contains a one-element chunk, so its spans are at least those: when a one-element
+    chunking has an exact span over the limit, no count is tried."""
+    if n < 2 or _unit_chunks_overflow(buffers, dim, n, limit):
+        return None
     tried = set()
-    for count in range(2, min(n, MAX_CHUNKS) + 1):
+    for count in range(2, min(n, max_chunks) + 1):
         length = -(-n // count)
         if length in tried:
             continue
         tried.add(length)
         chunking = Chunking(dim, length, -(-n // length))
-        if below is not None and chunking.count >= below:
-            return None
         if _fits(buffers, chunking, limit):
             return chunking
     return None
+
+
+def _unit_chunks_overflow(buffers: Sequence[CollectiveBuffer], dim: int, n: int, limit: int) -> bool:
+    unit = Chunking(dim, 1, n)
+    return any(d.exact and d.span_bytes > limit for b in buffers for d in _dims(b, unit))

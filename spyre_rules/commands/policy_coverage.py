@@ -10,7 +10,8 @@ engine's trace steps (docs/policy_tests.md, "Coverage"):
   ``otherwise splits``: its fallback counts were tried (no ``splits`` count above 1 was legal);
 * a validation ``require``: it rejected some tiling;
 * search ``order``: dims were ordered; ``required``, ``cost`` and the ``bound``\\ s:
-  split counts were kept and combinations formed; ``exhausted``: the search gave up.
+  split counts were kept and combinations formed; ``exhausted``: the search gave up;
+* collectives ``cost`` and ``bound``: a collective step's chunkings were scanned and weighed.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def exercised(steps: Iterable[Any]) -> set[tuple[str, str, str]]:
                 fired.add((sec, "exhausted", "exhausted"))
             else:
                 fired.add((sec, "guard", rule))
+        elif sec == "collectives" and rule == "cost":
+            fired.update({(sec, "cost", "cost"), (sec, "bound", "*")})
     if searched:
         fired.update({("search", "required", "required"), ("search", "cost", "cost")})
         fired.add(("search", "bound", "*"))
@@ -110,7 +113,7 @@ def exercised(steps: Iterable[Any]) -> set[tuple[str, str, str]]:
 def uncovered(rules: list[PolicyRule], fired: set[tuple[str, str, str]]) -> list[PolicyRule]:
     def hit(rule: PolicyRule) -> bool:
         if rule.kind == "bound":
-            return ("search", "bound", "*") in fired
+            return (rule.section, "bound", "*") in fired
         return rule.key in fired
 
     return [r for r in rules if not hit(r)]

@@ -45,6 +45,8 @@ _DECISIONS = ("plan", "no_plan", "unsupported")
 _TEST_KEYS = {"name", "about", "example", "program", "inputs", "config", "edits",
               "include_graph_inputs", "ops", "groups", "grouping_error"}
 _OP_KEYS = {*_DECISIONS, "rule", "grouping"}
+#: a collectives test: a collective step's buffers and the chunking the policy must pick
+_COLLECTIVE_KEYS = {"name", "about", "collective", "reads", "writes", "config", "chunks"}
 
 
 class TestFileError(Exception):
@@ -97,6 +99,11 @@ class PolicyTest:
     ops: dict[str, OpExpect]
     groups: tuple[GroupExpect, ...] | None
     grouping_error: str | None
+    # a collectives test instead of a program: the step, its buffers, its chunking
+    collective: str | None = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    chunks: tuple[int, int, int] | None = None   # (host dim, length, count); None: no chunks
 
     @property
     def where(self) -> str:
@@ -168,7 +175,43 @@ class _Reader:
             return Edit(op, make, dim, split)
         return Edit(op, make)
 
+    def config(self, raw: dict[str, Any]) -> dict[str, Any]:
+        config = self.typed(raw.get("config", {}), dict, "config")
+        for key, value in config.items():
+            if key not in CONFIG_KEYS:
+                raise self.error(f"config.{key}: unknown (known: {sorted(CONFIG_KEYS)})")
+            self.typed(value, CONFIG_KEYS[key], f"config.{key}")
+        return dict(config)
+
+    def collective_test(self, raw: dict[str, Any]) -> PolicyTest:
+        unknown = set(raw) - _COLLECTIVE_KEYS
+        if unknown:
+            raise self.error(f"unknown key(s) {sorted(unknown)} in a collectives test "
+                             f"(known: {sorted(_COLLECTIVE_KEYS)})")
+        buffers = {}
+        for key in ("reads", "writes"):
+            value = self.typed(raw.get(key, []), list, key)
+            buffers[key] = tuple(self.typed(v, str, f"each of {key}") for v in value)
+        if not buffers["reads"] and not buffers["writes"]:
+            raise self.error("a collectives test needs reads = [\"DTYPE[SHAPE]\", ...] and/or writes")
+        if "chunks" not in raw:
+            raise self.error("a collectives test expects chunks = [host_dim, length, count] or [] (none)")
+        chunks = raw["chunks"]
+        if not (isinstance(chunks, list) and len(chunks) in (0, 3)
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in chunks)):
+            raise self.error(f"chunks must be [host_dim, length, count] or [], got {chunks!r}")
+        return PolicyTest(
+            file=self.file, line=self.line, name=self.name,
+            about=self.typed(raw.get("about", ""), str, "about"), example=None, program=None,
+            inputs={}, config=self.config(raw), edits=(), include_graph_inputs=False, ops={},
+            groups=None, grouping_error=None,
+            collective=self.typed(raw["collective"], str, "collective"),
+            reads=buffers["reads"], writes=buffers["writes"],
+            chunks=tuple(chunks) if chunks else None)
+
     def test(self, raw: dict[str, Any]) -> PolicyTest:
+        if "collective" in raw:
+            return self.collective_test(raw)
         unknown = set(raw) - _TEST_KEYS
         if unknown:
             raise self.error(f"unknown key(s) {sorted(unknown)} (known: {sorted(_TEST_KEYS)})")
@@ -185,11 +228,7 @@ class _Reader:
             raise self.error("an example brings its own inputs; drop inputs")
         for name, decl in inputs.items():
             self.typed(decl, str, f"inputs.{name}")
-        config = self.typed(raw.get("config", {}), dict, "config")
-        for key, value in config.items():
-            if key not in CONFIG_KEYS:
-                raise self.error(f"config.{key}: unknown (known: {sorted(CONFIG_KEYS)})")
-            self.typed(value, CONFIG_KEYS[key], f"config.{key}")
+        config = self.config(raw)
         ops = self.typed(raw.get("ops", {}), dict, "ops")
         groups = raw.get("groups")
         if groups is not None:
@@ -213,7 +252,7 @@ class _Reader:
             file=self.file, line=self.line, name=self.name,
             about=self.typed(raw.get("about", ""), str, "about"),
             example=None if example is None else self.typed(example, str, "example"),
-            program=program, inputs=dict(inputs), config=dict(config),
+            program=program, inputs=dict(inputs), config=config,
             edits=tuple(self.edit(e) for e in self.typed(raw.get("edits", []), list, "edits")),
             include_graph_inputs=self.typed(raw.get("include_graph_inputs", False), bool,
                                             "include_graph_inputs"),

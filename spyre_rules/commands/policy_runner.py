@@ -224,6 +224,10 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
     from spyre_rules import config
     from spyre_rules.engine import explain_op, plan_graph
 
+    if test.collective is not None:
+        from spyre_rules.commands.policy_collectives import run_collective_test
+
+        return Outcome(test, *run_collective_test(test, rules_path, HarnessError))
     ops, example_limit = _capture(test)
     for i, edit in enumerate(test.edits):
         _apply(edit, ops, hint_id=i + 1)

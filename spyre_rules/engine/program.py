@@ -67,6 +67,7 @@ class Program:
     search: Any         # engine/search.py Search
     validation: list[Requirement]
     grouping: list[Rule]
+    collectives: Any    # engine/collectives.py Collectives
 
 
 class ItemCompiler:
@@ -147,12 +148,13 @@ SECTION_MODULES = {
     "search": "spyre_rules.engine.search",
     "validation": "spyre_rules.engine.validation",
     "grouping": "spyre_rules.engine.grouping",
+    "collectives": "spyre_rules.engine.collectives",
 }
 
 
 def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
                     records: dict[str, type], resolution: Resolution) -> Program:
-    """Compile the six sections of a checked policy from the checker's resolution,
+    """Compile the sections of a checked policy from the checker's resolution,
     each by its section kind's module."""
     import importlib
 
@@ -178,4 +180,5 @@ def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
         search=compiled("search"),
         validation=compiled("validation"),
         grouping=compiled("grouping"),
+        collectives=compiled("collectives"),
     )

@@ -22,7 +22,7 @@ from typing import Any
 from spyre_rules.errors import Unsupported
 from spyre_rules.lang import ast as A
 from spyre_rules.engine.compile import EvalError, Fn
-from spyre_rules.lang.sections.search import SPEC
+from spyre_rules.lang.sections.search import BOUNDS, OPTIONAL_BOUNDS, SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import ChunkingInfo, SpanOverflowTileLevel, SpanOverflowTilePlan
 from spyre_rules.engine.values import Combo, DimGroup, Tiling, sort_key
@@ -55,7 +55,8 @@ def compile_search(ic: ItemCompiler, sec: A.Section) -> Search:
         elif isinstance(item, A.ExhaustedItem):
             exhausted = ic.c.template(item.message)
     assert exhausted is not None
-    return Search(dict(ic.resolution.bounds), binders[A.OrderItem], binders[A.RequiredItem],
+    bounds = {k: v for k, v in ic.resolution.bounds.items() if k in BOUNDS + OPTIONAL_BOUNDS}
+    return Search(bounds, binders[A.OrderItem], binders[A.RequiredItem],
                   binders[A.CostItem], guards, exhausted)
 
 

@@ -32,7 +32,7 @@ from spyre_rules.lang.builtins import sort_key
 from spyre_rules.lang.consts import int_text
 
 __all__ = [
-    "Carry", "Combo", "DimGroup", "Level", "NameLog", "NamesSoFar", "PlanRecord", "Run", "Tiling",
+    "Carry", "Chunking", "Combo", "DimGroup", "Level", "NameLog", "NamesSoFar", "PlanRecord", "Run", "Tiling",
     "DeferredText", "ENGINE_RECORDS", "SET_TYPES", "as_set", "iteration_order", "recorded_text",
     "render", "sort_key",
 ]
@@ -238,10 +238,23 @@ class Refine:
     closed: frozenset   # the members before them: they keep the run's split in a loop of their own
 
 
+@dataclasses.dataclass(frozen=True)
+class Chunking:
+    """collectives: host dim ``dim`` of a collective's buffers cut into runs of ``length``
+    elements (the last one shorter), one collective call per run: ``count`` calls."""
+
+    dim: int
+    length: int
+    count: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"host_dim": self.dim, "length": self.length, "count": self.count}
+
+
 #: prelude record name -> the engine's dataclass
 ENGINE_RECORDS: dict[str, type] = {
     "DimGroup": DimGroup, "Combo": Combo, "Level": Level, "Plan": PlanRecord, "Run": Run,
-    "Carry": Carry, "Refine": Refine, "RunMember": RunMember,
+    "Carry": Carry, "Refine": Refine, "RunMember": RunMember, "Chunking": Chunking,
 }
 
 

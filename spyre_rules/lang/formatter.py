@@ -35,10 +35,10 @@ import dataclasses
 import re
 
 from spyre_rules.lang.ast import Node
+from spyre_rules.lang.sections import SECTION_KINDS
 
 __all__ = ["FormatError", "SECTION_KINDS", "format_text"]
 
-SECTION_KINDS = frozenset({"eligibility", "candidates", "legality", "search", "validation", "grouping"})
 
 _TOKEN = re.compile(r'(?P<comment>#[^\n]*)|(?P<string>"(?:[^"\\\n]|\\.)*")|(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
                     r'|(?P<int>[0-9][0-9_]*)|(?P<op>//|==|!=|<=|>=|->|[;:,.?=<>+\-*%|&(){}\[\]])'

@@ -47,11 +47,12 @@ def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):
     by_dir = get_policy()
     assert by_dir.source == str(target) and by_dir is not get_policy(rules_path="")
     files = os.pathsep.join(str(target / n) for n in
-                            ("limits.rules", "planner.rules", "grouping.rules"))
+                            ("limits.rules", "planner.rules", "grouping.rules",
+                                                      "collectives.rules"))
     with config.patch(rules_path=files):
         by_files = get_policy()
     assert by_files is not by_dir
-    assert len(by_files.files) == 4  # the bundled prelude is added
+    assert len(by_files.files) == 5  # the bundled prelude is added
 
 
 def test_check_errors_refuse_to_load_and_carry_diagnostics(tmp_path):

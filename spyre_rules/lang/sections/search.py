@@ -9,10 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_rules.lang import ast as A
-from spyre_rules.lang import consts
 from spyre_rules.lang import types as T
-from spyre_rules.lang.scope import where
-from spyre_rules.lang.sections.spec import SectionSpec, SectionState, and_list
+from spyre_rules.lang.sections.spec import SectionSpec, SectionState, bound_check, bounds_set_check
 # The knobs of the search algorithm (each must be a positive integer constant).
 BOUNDS = ("max_splits_per_dim", "max_combos", "keep_smallest_splits", "split_window_radius")
 # Knobs a policy may leave unset: widen_to_dims (unset: no widening) -- when no
@@ -44,33 +42,6 @@ REQUIRED_BINDER = "DimGroup"
 COST_BINDER = "Combo"
 
 
-def check_bound(checker: Any, item: A.BoundItem, state: SectionState) -> None:
-    name = item.name.name
-    seen = state.names
-    if name not in BOUNDS + OPTIONAL_BOUNDS:
-        checker.error("E034", f"unknown search bound `{name}` (bounds: {', '.join(BOUNDS + OPTIONAL_BOUNDS)})",
-                      item.name.span, checker.suggest(name, BOUNDS + OPTIONAL_BOUNDS))
-    elif name in seen:
-        checker.error("E016", f"bound `{name}` is already set", item.name.span,
-                      f"note: first set at {where(seen[name].span)}")
-        return
-    else:
-        seen[name] = item.name
-    before = len(checker.diags)
-    t = checker.expr(item.value, state.scope)
-    if len(checker.diags) > before:
-        return
-    value = checker.const_fold(item.value)
-    if value is consts.NO_VALUE:
-        checker.error("E033", f"bound `{name}` must be a constant positive integer (literals and constants only)",
-                      item.value.span)
-    elif t != T.INT or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        checker.error("E033", f"bound `{name}` must be a positive integer, found {consts.show_value(value)}",
-                      item.value.span)
-    else:
-        checker.resolved.bounds[name] = value
-
-
 def check_key(checker: Any, item: A.OrderItem | A.CostItem, state: SectionState) -> None:
     binder = ORDER_BINDER if isinstance(item, A.OrderItem) else COST_BINDER
     isc = state.scope.child()
@@ -95,19 +66,12 @@ def check_exhausted(checker: Any, item: A.ExhaustedItem, state: SectionState) ->
     checker.message(item.message, checker.extend(state.scope, EXHAUSTED_BINDINGS))
 
 
-def check_bounds_set(checker: Any, sec: A.Section, state: SectionState) -> None:
-    unset = [f"`{name}`" for name in BOUNDS if name not in state.names]
-    if unset:
-        checker.error("E034", f"the search section does not set bound{'s' if len(unset) > 1 else ''} "
-                      + and_list(unset), sec.kind.span)
-
-
 SPEC = SectionSpec(
     "search", (A.LetItem, A.Decision, A.BoundItem, A.OrderItem, A.RequiredItem, A.CostItem,
                A.ExhaustedItem), ("reject",), {"op": "Op"}, first_match=True,
-    item_checks={A.BoundItem: check_bound, A.OrderItem: check_key, A.CostItem: check_key,
+    item_checks={A.BoundItem: bound_check("search", BOUNDS, OPTIONAL_BOUNDS), A.OrderItem: check_key, A.CostItem: check_key,
                  A.RequiredItem: check_required, A.ExhaustedItem: check_exhausted},
     required_items=((A.OrderItem, "order"), (A.RequiredItem, "required"), (A.CostItem, "cost"),
                     (A.ExhaustedItem, "exhausted")),
     decision_bindings=DECISION_BINDINGS,
-    finish=check_bounds_set)
+    finish=bounds_set_check("search", BOUNDS))

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from spyre_rules.lang import ast as A
-from spyre_rules.lang.scope import Binding, Scope
+from spyre_rules.lang import consts
+from spyre_rules.lang import types as T
+from spyre_rules.lang.scope import Binding, Scope, where
 from spyre_rules.lang.slotted import Frozen, Plain, frozen_init
 
 
@@ -94,6 +96,7 @@ REQUIRED_TYPES = {
     "Op": "extern type", "Sym": "extern type", "Tiling": "extern type",
     "Candidate": "record", "DimGroup": "extern record", "Combo": "extern record",
     "Plan": "extern record", "Run": "extern record", "Carry": "extern record",
+    "Chunking": "extern record",
 }
 # Fields the engine reads from records the rules build.
 REQUIRED_FIELDS = {
@@ -109,3 +112,50 @@ def and_list(words: list[str]) -> str:
 def with_article(word: str) -> str:
     """`word` with its indefinite article ("an `order`", "a `search`")."""
     return ("an " if word.strip("`")[:1] in "aeiou" else "a ") + word
+
+
+def bound_check(kind: str, bounds: tuple[str, ...], optional: tuple[str, ...] = ()) -> ItemCheck:
+    """The check of a ``bound NAME = CONST;`` item of a ``kind`` section whose bounds are
+    ``bounds`` (each must be set) and ``optional``: a known name, set once, to a positive
+    integer constant (recorded in ``checker.resolved.bounds``)."""
+    known = bounds + optional
+
+    def check(checker: Any, item: A.BoundItem, state: SectionState) -> None:
+        name = item.name.name
+        seen = state.names
+        if name not in known:
+            checker.error("E034", f"unknown {kind} bound `{name}` (bounds: {', '.join(known)})",
+                          item.name.span, checker.suggest(name, known))
+        elif name in seen:
+            checker.error("E016", f"bound `{name}` is already set", item.name.span,
+                          f"note: first set at {where(seen[name].span)}")
+            return
+        else:
+            seen[name] = item.name
+        before = len(checker.diags)
+        t = checker.expr(item.value, state.scope)
+        if len(checker.diags) > before:
+            return
+        value = checker.const_fold(item.value)
+        if value is consts.NO_VALUE:
+            checker.error("E033", f"bound `{name}` must be a constant positive integer (literals and constants only)",
+                          item.value.span)
+        elif t != T.INT or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            checker.error("E033", f"bound `{name}` must be a positive integer, found {consts.show_value(value)}",
+                          item.value.span)
+        else:
+            checker.resolved.bounds[name] = value
+
+    return check
+
+
+def bounds_set_check(kind: str, bounds: tuple[str, ...]) -> Callable[[Any, A.Section, SectionState], None]:
+    """A ``finish`` check: the ``kind`` section sets every bound of ``bounds``."""
+
+    def check(checker: Any, sec: A.Section, state: SectionState) -> None:
+        unset = [f"`{name}`" for name in bounds if name not in state.names]
+        if unset:
+            checker.error("E034", f"the {kind} section does not set bound{'s' if len(unset) > 1 else ''} "
+                          + and_list(unset), sec.kind.span)
+
+    return check
