@@ -77,7 +77,9 @@ def test_real_size_decode_batch_16_against_32768_tokens_fits(capsys, cache):
     """Llama-3-8B's K/V caches at batch 16 x 32768 are 1 GiB each, heads outermost on the
     device (the static (16, 8, 32768, 128) cache and the paged flat (16 * 32768, 8, 128)
     one alike): each cache write is tiled 4 ways over heads, 256 MiB per tile, in place,
-    and no accepted plan's access overflows; no host step (fallback='error')."""
+    and no accepted plan's access overflows; no host step (fallback='error').  The paged
+    step's attention is paged_decode_attention: each page gather (1 GiB of pages) is tiled
+    over the key blocks and the kv heads inside the loop of the ops that read it."""
     paged = ["--paged", "--block-size", "16"] if cache == "paged" else []
     assert main(["plan", "Llama-3-8B", "--decode", "--context", "32768", "--batch", "16",
                  "--layers", "1", "--format", "json", *paged]) == 0
@@ -88,3 +90,9 @@ def test_real_size_decode_batch_16_against_32768_tokens_fits(capsys, cache):
               if r["description"].startswith(f"{r['op']} (aten ops: index_put_")]
     assert writes == [([[1, 4]], 268435456)] * 2
     assert not graph["host_steps"]
+    if cache == "paged":
+        gathers = [r for r in graph["ops"] if "index.Tensor" in r["description"]]
+        assert [g["levels"] for g in gathers] == [[[1, 4], [4, 4]]] * 2
+        loops = {g["op"]: [group["ops"] for group in graph["loop_groups"] if g["op"] in group["ops"]]
+                 for g in gathers}
+        assert all(len(members) == 1 and len(members[0]) > 2 for members in loops.values()), loops

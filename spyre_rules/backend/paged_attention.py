@@ -66,8 +66,11 @@ def gather_key_blocks(pool: torch.Tensor, block_table: torch.Tensor) -> torch.Te
 
 def paged_decode_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_table: torch.Tensor, seq_lens: torch.Tensor,
-                           scale: float | None = None) -> torch.Tensor:
-    """One decode step's attention output ``(batch, heads, head_dim)`` (module docstring)."""
+                           scale: float | None = None, window: int | None = None) -> torch.Tensor:
+    """One decode step's attention output ``(batch, heads, head_dim)`` (module docstring).
+
+    ``window``: a sliding window of that many keys (the new token's and the ``window - 1``
+    before it), as a sliding-window model's mask keeps them."""
     batch, heads, dim = query.shape
     _, block_size, kv_heads, _ = k_cache.shape
     pages = block_table.shape[1]
@@ -81,7 +84,10 @@ def paged_decode_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     scores = (q @ keys.permute(0, 1, 2, 4, 5, 3)).float() * scale   # (1, bs, b, kvh, g, pages)
     position = (torch.arange(pages, device=query.device)[None, :] * block_size
                 + torch.arange(block_size, device=query.device)[:, None])   # (bs, pages)
-    valid = position[None, :, None, None, None, :] < seq_lens[None, None, :, None, None, None]
+    ends = seq_lens[None, None, :, None, None, None]
+    valid = position[None, :, None, None, None, :] < ends
+    if window is not None:
+        valid = valid & (position[None, :, None, None, None, :] >= ends - window)
     scores = torch.where(valid, scores, -math.inf)
     block_max = scores.amax(-1, keepdim=True)          # (1, bs, b, kvh, g, 1)
     block_max = torch.where(block_max == -math.inf, 0.0, block_max)

@@ -13,7 +13,9 @@ values) and reads whole (attention over every cached token):
 * paged (``paged=True``): a serving engine's layout (``commands/paged_cache.py``):
   ``k_cache (num_blocks, block_size, kv_heads, head_dim)`` per layer, a block table per
   sequence; the new token is written with ``index_copy_`` into the flat cache and the
-  attention gathers the sequence's pages -- the model's own attention runs on them.
+  model's attention is ``paged_decode_attention`` over the pages (the cache's
+  ``attention="blocks"``: key blocks, each block's pages gathered inside the key loop, a
+  softmax combine; ``backend/paged_attention.py``).
 
 The report, JSON and exit codes are the prefill plan's (``commands/plan.py``).
 """
@@ -86,7 +88,7 @@ def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,
     meta = torch.device("meta")
     if paged:
         return PagedCache.for_decode(config.num_hidden_layers, batch, context, block_size,
-                                     kv_heads, head_dim, dtype, meta)
+                                     kv_heads, head_dim, dtype, meta, attention="blocks")
     cache = StaticCache(config=config, max_cache_len=context)
     cache.early_initialization(batch, kv_heads, head_dim, dtype, meta)
     return cache
@@ -136,9 +138,15 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
     from spyre_rules.commands.quiet import hide_cache_off_warning
 
     hide_cache_off_warning()
+    from spyre_rules.commands.paged_cache import PAGED_ATTENTION, PagedCache, paged_call_kwargs
+
     meta = torch.device("meta")
     ids = torch.zeros(batch, 1, dtype=torch.long, device=meta)
     position = torch.tensor([context - 1], device=meta)  # the last slot of the cache
+    extra: dict[str, Any] = {}
+    if isinstance(cache, PagedCache) and cache.attention == "blocks":
+        net.set_attn_implementation(PAGED_ATTENTION)
+        extra = paged_call_kwargs(cache, torch.full((batch,), context, device=meta))
     settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=False,
                     ignore_wsr_hints=False, coarse_tiling=True, fallback="error",
                     span_check="warn", dump_dir=str(folder))
@@ -150,7 +158,7 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
                 model_plan._span_log_quiet(), model_plan._meta_constants_faked():
             warnings.simplefilter("ignore")
             out = torch.compile(net, backend="spyre_rules")(
-                input_ids=ids, cache=cache, cache_position=position, use_cache=True)
+                input_ids=ids, cache=cache, cache_position=position, use_cache=True, **extra)
     except Exception as exc:  # noqa: BLE001 - a refusal is the answer, reported with exit 1
         return model_plan._find_error(exc)
     finally:
