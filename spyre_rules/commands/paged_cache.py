@@ -39,10 +39,20 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from spyre_rules.backend.paged_attention import paged_decode_attention
 
-__all__ = ["PAGED_ATTENTION", "PagedCache", "PagedLayer", "paged_call_kwargs"]
+__all__ = ["PAGED_ATTENTION", "PagedCache", "PagedLayer", "blocks_attention_fits",
+           "paged_call_kwargs"]
 
 #: The ``attn_implementation`` whose attention reads a ``PagedCache(attention="blocks")``.
 PAGED_ATTENTION = "spyre_rules_paged"
+
+
+def blocks_attention_fits(model: Any) -> bool:
+    """Whether ``model``'s attention can run as ``PAGED_ATTENTION``: it calls a transformers
+    attention function (Falcon's own attention code does not) and asks nothing the function
+    lacks (Gemma 2's logit softcapping)."""
+    config = model.config
+    return bool(getattr(model, "_supports_attention_backend", False)) and \
+        getattr(config, "attn_logit_softcapping", None) is None
 
 
 def paged_call_kwargs(cache: "PagedCache", seq_lens: torch.Tensor) -> dict[str, Any]:
@@ -61,8 +71,10 @@ def _paged_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value:
         raise NotImplementedError(
             f"{PAGED_ATTENTION} attention takes one new token per sequence against a "
             "PagedCache(attention='blocks') and the model call's paged_call_kwargs")
-    if dropout:
-        raise NotImplementedError(f"{PAGED_ATTENTION} attention has no dropout")
+    unknown = [name for name in ("softcap", "s_aux") if kwargs.get(name) is not None]
+    if dropout or unknown:
+        raise NotImplementedError(f"{PAGED_ATTENTION} attention has no dropout, logit softcapping "
+                                  f"or attention sinks (asked: {unknown or ['dropout']})")
     # a sliding-window model passes its window to the attention (Mistral, Qwen2)
     window = kwargs.get("sliding_window", getattr(module, "sliding_window", None))
     out = paged_decode_attention(query[:, :, 0], key, value, kwargs["paged_block_table"],
