@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "config": "spyre_rules.config",
     "capture_operations": "spyre_rules.backend.capture",
+    "paged_decode_attention": "spyre_rules.backend.paged_attention",
     "spyre_rules_backend": "spyre_rules.backend.compile",
     "spyre_hint": "spyre_rules.hints",
     "name_tensor_dims": "spyre_rules.hints",

@@ -77,7 +77,9 @@ def test_real_size_decode_batch_16_against_32768_tokens_fits(capsys, cache):
     """Llama-3-8B's K/V caches at batch 16 x 32768 are 1 GiB each, heads outermost on the
     device (the static (16, 8, 32768, 128) cache and the paged flat (16 * 32768, 8, 128)
     one alike): each cache write is tiled 4 ways over heads, 256 MiB per tile, in place,
-    and no accepted plan's access overflows; no host step (fallback='error')."""
+    and no accepted plan's access overflows; no host step (fallback='error').  The paged
+    step's attention is paged_decode_attention: each page gather (1 GiB of pages) is tiled
+    over the key blocks and the kv heads inside the loop of the ops that read it."""
     paged = ["--paged", "--block-size", "16"] if cache == "paged" else []
     assert main(["plan", "Llama-3-8B", "--decode", "--context", "32768", "--batch", "16",
                  "--layers", "1", "--format", "json", *paged]) == 0
@@ -88,3 +90,56 @@ def test_real_size_decode_batch_16_against_32768_tokens_fits(capsys, cache):
               if r["description"].startswith(f"{r['op']} (aten ops: index_put_")]
     assert writes == [([[1, 4]], 268435456)] * 2
     assert not graph["host_steps"]
+    if cache == "paged":
+        gathers = [r for r in graph["ops"] if "index.Tensor" in r["description"]]
+        assert [g["levels"] for g in gathers] == [[[1, 4], [4, 4]]] * 2
+        loops = {g["op"]: [group["ops"] for group in graph["loop_groups"] if g["op"] in group["ops"]]
+                 for g in gathers}
+        assert all(len(members) == 1 and len(members[0]) > 2 for members in loops.values()), loops
+
+
+FALCON = {"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 4,
+          "num_hidden_layers": 1, "vocab_size": 512, "multi_query": True, "parallel_attn": True,
+          "new_decoder_architecture": False, "bias": False, "alibi": False}
+
+
+@pytest.mark.parametrize(("extra", "heads"), [
+    ({}, 1),                                                    # multi-query: one kv head
+    ({"multi_query": False, "num_kv_heads": 2}, 2),             # its own kv heads
+    ({"new_decoder_architecture": True, "num_kv_heads": 2}, 4),  # keys cached per query head
+])
+def test_a_falcon_cache_holds_the_kv_heads_its_attention_writes(extra, heads):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from spyre_rules.commands.decode_plan import cache_kv_heads
+
+    config = AutoConfig.for_model(**{**FALCON, **extra})
+    assert cache_kv_heads(config) == heads
+    # what FalconAttention hands its cache, on the meta device
+    import torch
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    attention = model.transformer.h[0].self_attention
+    written = attention.num_heads if attention.new_decoder_architecture else attention.num_kv_heads
+    assert written == heads
+
+
+@pytest.mark.parametrize(("config", "paged"), [(FALCON, False), (FALCON, True),
+                                               ({**TINY, "model_type": "gemma", "head_dim": 64}, True)],
+                         ids=["falcon-static", "falcon-paged", "gemma-paged"])
+def test_other_architectures_plan_a_decode_step(capsys, tmp_path, config, paged):
+    # Falcon's own attention reads the gathered pages; Gemma's runs as paged_decode_attention
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(config))
+    cache = ["--paged", "--block-size", "16"] if paged else []
+    assert main(["plan", str(path), "--decode", "--context", "64", "--batch", "2",
+                 "--format", "json", *cache]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["overflows"], report["unsupported"]) == (True, [], [])
+    (graph,) = report["graphs"]
+    assert not graph["host_steps"]
+    gathers = [r["description"] for r in graph["ops"] if "index.Tensor" in r["description"]]
+    if paged:
+        blocks = [g for g in gathers if "permute" in g]  # the key-block gathers
+        assert len(blocks) == (0 if config["model_type"] == "falcon" else 2), gathers

@@ -13,7 +13,9 @@ values) and reads whole (attention over every cached token):
 * paged (``paged=True``): a serving engine's layout (``commands/paged_cache.py``):
   ``k_cache (num_blocks, block_size, kv_heads, head_dim)`` per layer, a block table per
   sequence; the new token is written with ``index_copy_`` into the flat cache and the
-  attention gathers the sequence's pages -- the model's own attention runs on them.
+  model's attention is ``paged_decode_attention`` over the pages (the cache's
+  ``attention="blocks"``: key blocks, each block's pages gathered inside the key loop, a
+  softmax combine; ``backend/paged_attention.py``).
 
 The report, JSON and exit codes are the prefill plan's (``commands/plan.py``).
 """
@@ -28,7 +30,7 @@ from typing import Any
 from spyre_rules.commands import model_plan
 from spyre_rules.commands.model_plan import DTYPES, ConfigError, Progress
 
-__all__ = ["decode_header", "plan_decode"]
+__all__ = ["cache_kv_heads", "decode_header", "plan_decode"]
 
 
 def plan_decode(model: str, context: int, batch: int = 1, layers: int | None = None,
@@ -70,23 +72,37 @@ def _build(data: dict[str, Any], layers: int | None, dtype: Any, context: int) -
                              max_position_embeddings=positions)
 
 
+def cache_kv_heads(config: Any) -> int:
+    """How many key/value heads a layer's cache holds.  Most configs name them
+    (``num_key_value_heads``, else every attention head); Falcon's do not: its new decoder
+    architecture caches its keys already broadcast to every query head, the older one
+    ``num_kv_heads`` heads, or one when ``multi_query`` (``FalconAttention``)."""
+    if getattr(config, "model_type", None) == "falcon":
+        if config.new_decoder_architecture:
+            return int(config.num_attention_heads)
+        return 1 if config.multi_query else int(config.num_kv_heads or config.num_attention_heads)
+    return int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+
+
 def _cache(config: Any, batch: int, context: int, dtype: Any, paged: bool,
-           block_size: int, ranks: int = 1) -> Any:
+           block_size: int, ranks: int = 1, blocks_attention: bool = True) -> Any:
     """The cache of ``context`` tokens on the meta device, filled (as after a prefill);
-    over ``ranks`` tensor-parallel ranks, one rank's share of the key/value heads."""
+    over ``ranks`` tensor-parallel ranks, one rank's share of the key/value heads.
+    ``blocks_attention``: a paged cache hands the attention its pools (the model's attention
+    runs as ``paged_decode_attention``), else the gathered pages."""
     import torch
     from transformers import StaticCache
 
     from spyre_rules.commands.paged_cache import PagedCache
 
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
-    kv_heads //= ranks
+    kv_heads = cache_kv_heads(config) // ranks
     head_dim = int(getattr(config, "head_dim", None)
                    or config.hidden_size // config.num_attention_heads)
     meta = torch.device("meta")
     if paged:
         return PagedCache.for_decode(config.num_hidden_layers, batch, context, block_size,
-                                     kv_heads, head_dim, dtype, meta)
+                                     kv_heads, head_dim, dtype, meta,
+                                     attention="blocks" if blocks_attention else "gathered")
     cache = StaticCache(config=config, max_cache_len=context)
     cache.early_initialization(batch, kv_heads, head_dim, dtype, meta)
     return cache
@@ -98,11 +114,17 @@ def _plan(label: str, data: dict[str, Any], context: int, batch: int, layers: in
     steps.phase(f"building {label} and its {'paged' if paged else 'static'} cache on the meta device")
     import torch
 
+    from spyre_rules.commands.paged_cache import blocks_attention_fits
+
     torch_dtype = getattr(torch, DTYPES[dtype])
     started = time.perf_counter(), time.process_time()
     net = _build(data, layers, torch_dtype, context)
     sharded = shard(net) if shard is not None else {}
-    cache = _cache(net.config, batch, context, torch_dtype, paged, block_size, ranks)
+    # a model whose attention is a transformers attention function runs paged_decode_attention
+    # over a paged cache; one with its own attention code (Falcon) or softcapped logits
+    # (Gemma 2) reads the gathered pages
+    blocks = blocks_attention_fits(net)
+    cache = _cache(net.config, batch, context, torch_dtype, paged, block_size, ranks, blocks)
     built = time.perf_counter(), time.process_time()
     report: dict[str, Any] = {
         "model": label, "model_type": data["model_type"], "decode": True, "context": context,
@@ -136,9 +158,15 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
     from spyre_rules.commands.quiet import hide_cache_off_warning
 
     hide_cache_off_warning()
+    from spyre_rules.commands.paged_cache import PAGED_ATTENTION, PagedCache, paged_call_kwargs
+
     meta = torch.device("meta")
     ids = torch.zeros(batch, 1, dtype=torch.long, device=meta)
     position = torch.tensor([context - 1], device=meta)  # the last slot of the cache
+    extra: dict[str, Any] = {}
+    if isinstance(cache, PagedCache) and cache.attention == "blocks":
+        net.set_attn_implementation(PAGED_ATTENTION)
+        extra = paged_call_kwargs(cache, torch.full((batch,), context, device=meta))
     settings = dict(max_span_bytes=limit, ignore_span_overflow_hints=False,
                     ignore_wsr_hints=False, coarse_tiling=True, fallback="error",
                     span_check="warn", dump_dir=str(folder))
@@ -150,7 +178,7 @@ def _compile(net: Any, cache: Any, batch: int, context: int, limit: int, folder:
                 model_plan._span_log_quiet(), model_plan._meta_constants_faked():
             warnings.simplefilter("ignore")
             out = torch.compile(net, backend="spyre_rules")(
-                input_ids=ids, cache=cache, cache_position=position, use_cache=True)
+                input_ids=ids, cache=cache, cache_position=position, use_cache=True, **extra)
     except Exception as exc:  # noqa: BLE001 - a refusal is the answer, reported with exit 1
         return model_plan._find_error(exc)
     finally:

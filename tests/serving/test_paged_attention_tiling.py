@@ -1,13 +1,18 @@
 """Decode attention over a paged KV cache (k_cache (num_blocks, block_size, kv_heads,
-head_dim), a block table per sequence), written in plain PyTorch, with automatic tiling
-under fallback='error' and span_check='error'.
+head_dim), a block table per sequence) under fallback='error' and span_check='error'.
 
-At 64 KiB the page gather (128 KiB of gathered pages) tiles over the tokens of a page and
-every reader tiles over heads: equal to eager.  At 16 KiB it is refused, naming the gather
-and why: its pages dim cannot be split (the block table's row of page ids is one stick) and
-a split of the in-page tokens still writes its tile into the whole gathered buffer, whose
-page coordinate spans 64 KiB.  Gathering each key block inside the attention's key loop
-(a per-tile intermediate, flash-decoding) is not built."""
+``spyre_rules.paged_decode_attention`` (backend/paged_attention.py: key blocks, each block's
+pages gathered inside the key loop, a softmax combine) plans at 64 KiB and at 16 KiB
+(untiled: tests/serving/test_paged_decode_step.py), where the gathered pages (64 KiB) overflow: the gather is tiled over the key blocks
+inside the key loop and its tile never reaches a full buffer; the result equals the same
+function run eagerly, which equals softmax attention over the gathered pages within the
+rounding of another order.
+
+Softmax attention written over the gathered pages (``paged_decode`` below) tiles its page
+gather over the tokens of a page at 64 KiB; at 16 KiB it is refused, naming the gather and
+why: its pages dim cannot be split (the block table's row of page ids is one stick) and a
+split of the in-page tokens still writes its tile into the whole gathered buffer, whose page
+coordinate spans 64 KiB."""
 
 from __future__ import annotations
 
@@ -16,26 +21,32 @@ import json
 import pytest
 import torch
 
-from spyre_rules import config
+from spyre_rules import config, paged_decode_attention
 
 B, H, KVH, D, BS, MB, NB = 2, 4, 2, 64, 16, 8, 32
 
 
 def paged_decode(q, k_cache, v_cache, block_table, seq_lens):
-    k = k_cache[block_table].reshape(B, MB * BS, KVH, D).permute(0, 2, 1, 3)
-    v = v_cache[block_table].reshape(B, MB * BS, KVH, D).permute(0, 2, 1, 3)
-    k, v = k.repeat_interleave(H // KVH, dim=1), v.repeat_interleave(H // KVH, dim=1)
-    s = (q[:, :, None, :] @ k.transpose(-1, -2)).float() / D ** 0.5
-    s = s.masked_fill(torch.arange(MB * BS)[None, None, None, :] >= seq_lens[:, None, None, None],
+    b, h, d = q.shape
+    _, bs, kvh, _ = k_cache.shape
+    mb = block_table.shape[1]
+    k = k_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
+    v = v_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
+    k, v = k.repeat_interleave(h // kvh, dim=1), v.repeat_interleave(h // kvh, dim=1)
+    s = (q[:, :, None, :] @ k.transpose(-1, -2)).float() / d ** 0.5
+    s = s.masked_fill(torch.arange(mb * bs)[None, None, None, :] >= seq_lens[:, None, None, None],
                       float("-inf"))
     return (s.softmax(-1).to(q.dtype) @ v)[:, :, 0]
 
 
-def _inputs():
-    torch.manual_seed(0)
-    q = torch.randn(B, H, D).half()
-    kc, vc = torch.randn(NB, BS, KVH, D).half(), torch.randn(NB, BS, KVH, D).half()
-    return q, kc, vc, torch.randperm(NB)[: B * MB].reshape(B, MB), torch.tensor([100, 77])
+def _inputs(heads=H, kv_heads=KVH, block=BS, pages=MB, blocks=NB, lens=(100, 77),
+            dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(len(lens), heads, D, generator=g).to(dtype)
+    kc = torch.randn(blocks, block, kv_heads, D, generator=g).to(dtype)
+    vc = torch.randn(blocks, block, kv_heads, D, generator=g).to(dtype)
+    table = torch.randperm(blocks, generator=g)[: len(lens) * pages].reshape(len(lens), pages)
+    return q, kc, vc, table, torch.tensor(lens)
 
 
 def _settings(limit, **extra):
@@ -43,19 +54,69 @@ def _settings(limit, **extra):
                 max_span_bytes=limit, **extra)
 
 
-def test_paged_decode_at_64_kib_tiles_the_page_gather_and_equals_eager(tmp_path):
-    inputs = _inputs()
+def _compiled(fn, inputs, limit, dump):
     torch._dynamo.reset()
-    with torch.no_grad(), config.patch(**_settings(65536, dump_dir=str(tmp_path))):
-        got = torch.compile(paged_decode, backend="spyre_rules", fullgraph=True)(*inputs)
-    torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
-    records = json.loads(next(tmp_path.glob("graph_*/plan.json")).read_text())["ops"]
-    gathers = [(r["op"], r["levels"]) for r in records if "index.Tensor" in r["description"]]
-    assert gathers == [("buf3", [[2, 2]]), ("buf15", [[2, 2]])]  # K and V pages, by tokens
+    settings = _settings(limit, dump_dir=str(dump)) if limit else \
+        dict(fallback="error", span_check="error", dump_dir=str(dump))
+    with torch.no_grad(), config.patch(**settings):
+        got = torch.compile(fn, backend="spyre_rules", fullgraph=True)(*inputs)
+    records = json.loads(next(dump.glob("graph_*/plan.json")).read_text())["ops"]
     assert all(r["span_check"]["status"] == "fits" for r in records if r.get("span_check"))
+    return got, records
 
 
-def test_paged_decode_at_16_kib_refuses_the_page_gather_naming_it():
+def _gathers(records):
+    return [r for r in records if "index.Tensor" in r["description"]]
+
+
+@pytest.mark.parametrize("limit", [65536, 16384])  # untiled: test_paged_decode_step.py
+def test_paged_decode_attention_tiles_the_key_blocks_and_equals_eager(tmp_path, limit):
+    inputs = _inputs()
+    want = paged_decode_attention(*inputs)
+    got, records = _compiled(paged_decode_attention, inputs, limit, tmp_path)
+    torch.testing.assert_close(got, want)  # float32 sums in another order, one rounding
+    torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
+    gathers = _gathers(records)
+    # each gather (K, then V) tiled over the key blocks (host dim 1), in a loop with its
+    # readers: no copy of its tile into a full buffer
+    assert all(g["levels"] and g["levels"][0][0] == 1 for g in gathers), gathers
+    names = {g["op"] for g in gathers}
+    assert not [r for r in records if "copy of the" in r["description"]
+                and any(f"{n} tile" in r["description"] for n in names)]
+    if limit == 16384:
+        assert [g["levels"] for g in gathers] == [[[1, 16], [2, 2]], [[1, 8]]]
+
+
+@pytest.mark.parametrize("case", [
+    # pages of 8, 4 query heads per kv head, a 1-token sequence (blocks 1-7 hold no valid key)
+    dict(block=8, pages=16, heads=8, kv_heads=2, lens=(127, 1)),
+    # pages of 32, bf16, no grouping, a full sequence
+    dict(block=32, pages=4, blocks=16, heads=2, kv_heads=2, dtype=torch.bfloat16, lens=(97, 128)),
+    # fp32, 2 query heads per kv head, odd lengths
+    dict(dtype=torch.float32, heads=2, kv_heads=1, lens=(61, 101)),
+])
+def test_paged_decode_attention_at_16_kib_other_shapes(tmp_path, case):
+    inputs = _inputs(**case)
+    q, k_cache, _, table, _ = inputs
+    assert table.numel() * k_cache[0].numel() * q.element_size() > 16384  # the gathered K pages
+    want = paged_decode_attention(*inputs)
+    got, records = _compiled(paged_decode_attention, inputs, 16384, tmp_path)
+    torch.testing.assert_close(got, want)  # float32 sums in another order, one rounding
+    reference = paged_decode(*inputs)
+    tolerance = 2e-2 if case.get("dtype") is torch.bfloat16 else 1e-3
+    torch.testing.assert_close(got, reference, rtol=tolerance, atol=tolerance)
+    assert all(g["levels"] and g["levels"][0][0] == 1 for g in _gathers(records))
+
+
+def test_hand_written_paged_decode_at_64_kib_tiles_the_page_gather_and_equals_eager(tmp_path):
+    inputs = _inputs()
+    got, records = _compiled(paged_decode, inputs, 65536, tmp_path)
+    torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
+    gathers = [(r["op"], r["levels"]) for r in _gathers(records)]
+    assert gathers == [("buf3", [[2, 2]]), ("buf15", [[2, 2]])]  # K and V pages, by tokens
+
+
+def test_hand_written_paged_decode_at_16_kib_refuses_the_page_gather_naming_it():
     inputs = _inputs()
     torch._dynamo.reset()
     with torch.no_grad(), config.patch(**_settings(16384)), pytest.raises(Exception) as caught:
