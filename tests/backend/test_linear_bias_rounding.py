@@ -140,3 +140,42 @@ def test_outputs_that_differ_from_eager_differ_only_by_the_float32_summation_ord
     assert (over(out), over(F.linear(x, w, b))) == (0, 0)
     assert over(twice) > out.numel() // 8
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("limit,slices", [(32768, {"M": 3, "N": 6}), (16384, {"M": 6, "N": 6})])
+def test_biased_half_linear_fits_when_its_product_stays_in_the_loop(dtype, limit, slices):
+    """Issue 40: (192, 32) x (384, 32)^T + b in a half dtype at 32 and 16 KiB.  The float32
+    product's device layout is [12, 192, 32] (294,912 bytes) and no tile may cut a half stick
+    of the weight, so its column tiles hold 2 float32 sticks; a tile written into the full
+    product spans 2 x 192 x 32 x 4 = 49,152 bytes whatever the row split, and the bias add
+    reading that full buffer spans as much.  Automatic tiling therefore refuses it (its
+    product, validation `full_buffer_write_fits`).  In the code that runs when the product and
+    the bias add share one loop, the product is a per-tile buffer that nothing else reads:
+    this manual hint runs that program, span-checked as an error, within the bound."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(192, 32, generator=g).to(dtype)
+    w = torch.randn(384, 32, generator=g).to(dtype)
+    b = torch.randn(384, generator=g).to(dtype)
+    for n, size in (("M", 192), ("K", 32), ("N", 384)):
+        declare_tensor_dim(n, size)
+    name_tensor_dims(x, ["M", "K"])
+    name_tensor_dims(w, ["N", "K"])
+    name_tensor_dims(b, ["N"])
+    torch._dynamo.reset()
+    before = fuzz_paths.newest_kernel_serial()
+    with torch.no_grad(), config.patch(fallback="error", span_check="error", max_span_bytes=limit):
+        out = torch.compile(_hinted(slices, _linear), backend="spyre_rules", fullgraph=True,
+                            dynamic=False)(x, w, b)
+    loops = sorted(item.count for k in fuzz_paths.kernels_since(before) for item in k.specs
+                   if isinstance(item, LoopSpec))
+    assert loops == sorted(slices.values())
+    scale = x.double().abs() @ w.double().abs().t() + b.double().abs()
+    _assert_rounds_once(out, F.linear(x, w, b), scale, dtype)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as refused, torch.no_grad(), \
+            config.patch(fallback="error", max_span_bytes=limit, ignore_span_overflow_hints=False):
+        torch.compile(_linear, backend="spyre_rules", fullgraph=True, dynamic=False)(x, w, b)
+    assert "Cannot auto-tile buf0 (aten ops: addmm.default, permute.default)" in str(refused.value)
+    assert "into its full output buffer spans more than" in str(refused.value)
+    torch._dynamo.reset()
