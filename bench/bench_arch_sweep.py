@@ -56,6 +56,17 @@ TINY = {
 }
 TOLERANCE = 1e-4
 
+#: config fields an architecture needs at the tiny sizes (its defaults assume other sizes),
+#: and the tiny fields its config reads from elsewhere (a derived property has no setter)
+ARCH_FIELDS = {
+    "gptj": {"rotary_dim": 16},           # rotates 64 dims of each head by default: heads are 32
+    "codegen": {"rotary_dim": 16},
+    "dots1": {"n_shared_experts": 1},     # None by default: its shared expert is sized by it
+}
+ARCH_DROPS = {
+    "falcon": ("head_dim",),              # hidden_size // num_attention_heads (a property)
+}
+
 
 def architectures() -> list[str]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -86,7 +97,8 @@ def _build(name: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.for_model(name, **TINY)
+    fields = {k: v for k, v in TINY.items() if k not in ARCH_DROPS.get(name, ())}
+    config = AutoConfig.for_model(name, **fields, **ARCH_FIELDS.get(name, {}))
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
     ids = torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
