@@ -96,3 +96,41 @@ def test_the_merged_batch_is_what_was_refused(monkeypatch):
     x = torch.randn(1, C * L, H, N)
     with pytest.raises(Exception, match=r"Cannot auto-tile buf\d+ \(aten ops: bmm"):
         _compile_tiled(_chunk_scores, x, x.clone())
+
+
+# Granite-4.0-H-Small's scores at 32768 tokens, scaled down: 32 chunks of 64, 32 heads, state 32
+# (16 MiB of fp32 scores at 1 MiB; 4 GiB at 256 MiB).  The plan splits chunks and heads: the
+# second operand, restickified onto the positions, is laid out heads outermost, and a split
+# of the heads too coarse for it is below its read floor (engine/span_floor.py).  In cost
+# order the first combination that fits comes after MAX_TILE_COMBOS others.
+C32, L32, H32, N32 = 32, 64, 32, 32
+
+
+def _long_scores(x, y):
+    shape = (1, C32, L32, H32, N32)
+    return torch.einsum("bclhn,bcshn->bclsh", x.reshape(shape), y.reshape(shape))
+
+
+def _compile_at_1_mib(fn, *xs):
+    torch._dynamo.reset()
+    with config.patch(max_span_bytes=1024 * 1024, ignore_span_overflow_hints=False,
+                      coarse_tiling=True):
+        return run_spyre(fn, *xs)
+
+
+def test_long_chunk_scores_reach_their_plan_past_the_read_floors():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(1, C32 * L32, H32, N32, generator=g)
+    y = torch.randn(1, C32 * L32, H32, N32, generator=g)
+    compiled = _compile_at_1_mib(_long_scores, x, y)
+    torch.testing.assert_close(compiled.output, _long_scores(x, y), **TOL)
+    assert any(isinstance(s, LoopSpec) for k in compiled.kernels for s in k.specs)
+
+
+def test_without_the_floors_the_budget_ends_first(monkeypatch):
+    from spyre_rules.engine import search
+
+    monkeypatch.setattr(search, "below_floor", lambda *args: False)
+    x = torch.randn(1, C32 * L32, H32, N32)
+    with pytest.raises(Exception, match=r"no combined split among host dims \[1, 3, 2\]"):
+        _compile_at_1_mib(_long_scores, x, x.clone())
