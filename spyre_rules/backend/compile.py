@@ -110,8 +110,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
         regions.inline_regions(gm)
     static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
+    from spyre_rules.backend.einsum_batch import keep_einsum_batch
     from spyre_rules.hints import bind_input_dim_names
 
+    keep_einsum_batch(gm)
     keep_matmul_batch(gm)
     compile_inputs = (example_inputs if meta_outputs is None
                       else meta_device.retarget(gm, example_inputs))
@@ -176,12 +178,14 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     if reason is not None:
         raise UnsupportedGraph(reason)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
+    from spyre_rules.backend.einsum_batch import keep_einsum_batch
     from spyre_rules.hints import bind_input_dim_names
 
     from spyre_rules.backend.regions import has_regions, inline_regions
 
     if has_regions(gm):
         inline_regions(gm)  # a capture stops at one seam: the whole graph's
+    keep_einsum_batch(gm)
     keep_matmul_batch(gm)
     if meta_device.has_meta_inputs(example_inputs):
         compile_inputs = meta_device.retarget(gm, example_inputs)

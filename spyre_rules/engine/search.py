@@ -25,6 +25,7 @@ from spyre_rules.engine.compile import EvalError, Fn
 from spyre_rules.lang.sections.search import BOUNDS, OPTIONAL_BOUNDS, SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import ChunkingInfo, SpanOverflowTileLevel, SpanOverflowTilePlan
+from spyre_rules.engine.span_floor import below_floor, read_floors
 from spyre_rules.engine.values import Combo, DimGroup, Tiling, sort_key
 
 __all__ = ["SPEC", "Search", "SearchEvaluation", "cap_splits", "compile_search"]
@@ -125,7 +126,8 @@ class SearchEvaluation:
             combos.sort(key=lambda c: sort_key(cost_fn(self.env(op=op) | {slot: c})))
         except EvalError as err:
             raise self._fail(op, "search.cost", err) from None
-        state = {"tried": 0, "last_failure": "no combination splits anything"}
+        state = {"tried": 0, "last_failure": "no combination splits anything",
+                 "floors": read_floors(found, lambda d: _split_extent(op, d))}
         plan = self._first_accepted(op, found, combos, bounds["max_combos"], state)
         if plan is not None:
             return plan
@@ -158,12 +160,33 @@ class SearchEvaluation:
     def _first_accepted(self, op: Any, found: list[tuple[str, Any]], combos: list[Combo],
                         limit: int, state: dict[str, Any]) -> SpanOverflowTilePlan | None:
         """The plan of the first of ``combos[:limit]`` validation accepts (and the span
-        verifier does not veto); ``state`` counts the combinations tried and keeps the
-        last failure's message."""
-        for combo in combos[:limit]:
+        verifier does not veto), where a combination below a read's floor
+        (``span_floor.py``) is skipped and takes no place among the ``limit``; ``state``
+        counts the combinations tried and keeps the last failure's message."""
+        spent, floored = 0, None
+        for combo in combos:
+            if below_floor(state["floors"], combo.dims, combo.counts, self.span_limit):
+                if floored is None and any(k > 1 for k in combo.counts):
+                    floored = combo
+                continue  # a read it cannot shrink enough: never the plan
+            spent += 1
+            if spent > limit:
+                break
             if all(k == 1 for k in combo.counts):
                 continue
             tile = Tiling.of(zip(combo.dims, combo.counts))
+            state["tried"] += 1
+            accepted, req = self.validate(op, tile)
+            if accepted:
+                self.veto(op, tile, self.accepted_by())
+                return _plan(op, found, tile)
+            if req is not None:
+                state["last_failure"] = self._message(req, self.env(op=op, tile=tile))
+        if state["tried"] == 0 and floored is not None:
+            # every combination was below a floor: the cheapest one is validated for the
+            # policy's own refusal message (it cannot be accepted; if it were, it would be
+            # validated and verified like any plan)
+            tile = Tiling.of(zip(floored.dims, floored.counts))
             state["tried"] += 1
             accepted, req = self.validate(op, tile)
             if accepted:
@@ -205,6 +228,12 @@ class SearchEvaluation:
             "gathered": "; ".join(dict.fromkeys(_access_text(c) for g in ordered for c in g.spans
                                                 if _gathered_rows(c))),
         }
+
+
+def _split_extent(op: Any, dim: int) -> int | None:
+    from spyre_rules.facts.reduction_facts import split_extent
+
+    return split_extent(op, dim)
 
 
 def _gathered_rows(cand: Any) -> bool:
