@@ -35,6 +35,7 @@ from spyre_rules.errors import Unsupported
 from spyre_rules.engine.api import evaluator, graph_scope, _require_graph
 from spyre_rules.engine.collector import existing_objects_frozen
 from spyre_rules.engine.compile import Lazy
+from spyre_rules.engine.joint_plans import JointPlan, check_joint, point_reader
 from spyre_rules.engine.planner import Evaluator, plan_record
 from spyre_rules.lang.sections.grouping import SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
@@ -144,6 +145,7 @@ class _Grouper:
             self.next_id = HINT_ID_BASE
             self.decisions: dict[str, OpDecision] = {}
             self.hoisted: dict[str, str] = {}  # hoisted op -> the op it runs before
+            self.joint: dict[str, JointPlan] = {}  # loop-local product -> its reader
         else:
             self.auto_tiled, self.groups, self.hints = root.auto_tiled, root.groups, root.hints
             self.decisions, self.hoisted = root.decisions, root.hoisted
@@ -207,14 +209,39 @@ class _Grouper:
 
     def plan_of(self, op: Any) -> Any:
         decision = self.ev.decide(op)
+        if decision.error is not None:
+            decision = self.joint_plan(op, decision)
         self.decisions[op.get_name()] = decision
         if decision.error is not None:
             raise decision.error
         return None if decision.plan is None else plan_record(decision.plan)
 
+    def joint_plan(self, op: Any, refused: OpDecision) -> OpDecision:
+        """``op``'s plan as a per-tile buffer of a loop its one point-for-point reader
+        shares (``engine/joint_plans.py``), or ``refused`` when it has none."""
+        from spyre_rules.ir.graph_state import graph_state
+        from torch._inductor.virtualized import V
+
+        root, ev = self.root, self.ev
+        outputs = frozenset(graph_state(V.graph).host_outputs)
+        # every op of op's own graph (host steps and extern kernels too): buffer names are
+        # the graph's own
+        reader = point_reader(op, list(V.graph.operations), outputs)
+        if reader is None:
+            return refused
+        before = ev.loop_local
+        ev.loop_local = before | {op.get_name()}
+        decision = ev.decide(op)
+        if decision.error is not None or decision.plan is None:
+            ev.loop_local = before
+            return refused
+        root.joint[op.get_name()] = JointPlan(reader.get_name(), refused.error)
+        return decision
+
     def close(self, members: list[_Member]) -> None:
         if not members:
             return
+        check_joint([(m.op, m.levels) for m in members], self.root.joint)
         # The verifier has the last word on every member's split before any hint is decided.
         for m in members:
             self.ev.veto(m.op, _tiling(m.levels or []), f"grouping rule `{m.rule}`")

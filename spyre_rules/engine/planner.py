@@ -47,14 +47,26 @@ class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation,
         self.config = config
         self.trace: list[TraceStep] = []
         self._legality: dict[tuple[int, int], Any] = {}  # legality.py
-        self._validation: dict[tuple[int, Tiling], tuple[bool, Requirement | None]] = {}
+        self._validation: dict[tuple[int, Tiling, frozenset], tuple[bool, Requirement | None]] = {}
         self._reruns: dict[tuple[int, str, Tiling], list] = {}
-        self._vetoes: dict[tuple[int, Tiling], list[str]] = {}
+        self._vetoes: dict[tuple[int, Tiling, frozenset], list[str]] = {}
         # The veto's limit is the hardware setting itself, whatever the prelude declares.
         from spyre_rules import config as settings
 
         self.span_limit = int(settings.config.max_span_bytes)
         self._keep: list[Any] = []  # ops keyed by id() above stay alive while cached
+        # Products of joint plans (grouping): buffers written as a per-tile buffer of a
+        # loop that their one point-for-point reader shares; grouping adds to it and
+        # checks, when the loop closes, that the reader is in it with the same levels.
+        self.loop_local: frozenset[str] = frozenset()
+
+    def loop_local_output(self, op: Any) -> bool:
+        """The ``loop_local_output`` builtin."""
+        return op.get_name() in self.loop_local
+
+    def loop_local_buffer(self, name: str) -> bool:
+        """The ``loop_local_buffer`` builtin."""
+        return name in self.loop_local
 
     # ---------------------------------------------------------------- helpers
     def env(self, **names: Any) -> dict:
@@ -107,10 +119,10 @@ class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation,
         names the rule that accepted the plan."""
         from spyre_rules.engine.veto import plan_problems
 
-        key = (id(op), tile)
+        key = (id(op), tile, self.loop_local)
         if key not in self._vetoes:
             self._keep_alive(op)
-            self._vetoes[key] = plan_problems(op, tile, self.span_limit)
+            self._vetoes[key] = plan_problems(op, tile, self.span_limit, self.loop_local)
         problems = self._vetoes[key]
         if problems:
             self.record("veto", "span_verifier", "refuse", "; ".join(problems), op=op, tile=tile)

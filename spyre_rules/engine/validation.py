@@ -30,10 +30,11 @@ def compile_validation(ic: ItemCompiler, sec: A.Section) -> list[Requirement]:
 class ValidationEvaluation:
     """The planner's validation (mixed into ``planner.Evaluator``; cached per (op, tiling))."""
 
-    _validation: dict[tuple[int, Tiling], tuple[bool, Requirement | None]]
+    _validation: dict[tuple[int, Tiling, frozenset], tuple[bool, Requirement | None]]
+    loop_local: frozenset
 
     def validate(self, op: Any, tile: Tiling) -> tuple[bool, Requirement | None]:
-        key = (id(op), tile)
+        key = (id(op), tile, self.loop_local)
         if key not in self._validation:
             self._keep_alive(op)
             env = self.env(op=op, tile=tile)

@@ -118,10 +118,14 @@ def _check_values(device_size: tuple, coords: tuple, range_items: tuple, itemsiz
     return tuple(problems)
 
 
-def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
+def plan_problems(op: Any, tiling: Any, limit: int, loop_local: frozenset = frozenset()) -> list[str]:
     """Every access of ``op`` tiled by ``tiling`` (pairs ``(host_dim, split)``)
     whose true span exceeds ``limit`` bytes, or that cannot be measured; empty
-    when the plan is span-safe."""
+    when the plan is span-safe.
+
+    ``loop_local``: buffers of joint plans (grouping), per-tile buffers of a loop their
+    one reader shares with the same split: such a buffer has no full-buffer write, and
+    its reader's read of it is the per-tile output buffer its producer's veto measures."""
     from spyre_rules.facts.op_facts import op_facts
     from spyre_rules.facts.per_tile import split_by_symbol
     from spyre_rules.facts.tile_accesses import tiled_accesses
@@ -137,7 +141,12 @@ def plan_problems(op: Any, tiling: Any, limit: int) -> list[str]:
     try:
         accesses, found = tiled_accesses(op, per_symbol, reads=True, zero_reduction=False)
         problems += found
+        if accesses and facts.name in loop_local:
+            accesses = accesses[1:]  # the full-buffer write comes first
+        local_reads = {f"read of {name}" for name in loop_local}
         for access, ranges, steps in accesses:
+            if access.what in local_reads:
+                continue
             problems += _check(access.what, access.device_size, access.coords, ranges,
                                access.itemsize, limit, steps)
     except Exception as exc:  # noqa: BLE001 - an access that cannot be measured is refused

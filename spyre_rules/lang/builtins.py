@@ -149,6 +149,14 @@ _TABLE = (
     Builtin("conforms", "conforms(op: Op, tiling: Tiling) -> bool", Params((("op", "Op"), ("tiling", "Tiling"))),
             T.BOOL, lambda ctx, op, tiling: ctx.conforms(op, tiling),
             sections=("grouping",), context=True),
+    # The product of a joint plan (grouping): its output is a per-tile buffer of a loop
+    # it shares with its one point-for-point reader, whose read of it is that buffer.
+    Builtin("loop_local_output", "loop_local_output(op: Op) -> bool", Params((("op", "Op"),)),
+            T.BOOL, lambda ctx, op: ctx.loop_local_output(op),
+            sections=("candidates", "validation", "grouping"), context=True),
+    Builtin("loop_local_buffer", "loop_local_buffer(name: str) -> bool", Params((("name", "str"),)),
+            T.BOOL, lambda ctx, name: ctx.loop_local_buffer(name),
+            sections=("candidates", "validation", "grouping"), context=True),
 )
 
 #: name -> record, the only definition of the language's builtins

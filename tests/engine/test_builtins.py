@@ -41,6 +41,8 @@ CALLS = {
     "ceil_div(7, 2)": 4,
     "legal_splits(op, 1)": [1, 5],
     "conforms(op, run.tiling)": True,
+    "loop_local_output(op)": True,
+    'loop_local_buffer("buf3")': False,
 }
 
 
@@ -54,6 +56,13 @@ class FakePlanner:
     def conforms(self, op, tiling):
         assert (op, tiling) == ("buf0", Tiling.of([(1, 5)]))
         return True
+
+    def loop_local_output(self, op):
+        return op == "buf0"
+
+    def loop_local_buffer(self, name):
+        assert name == "buf3"
+        return False
 
 
 def checked_calls():

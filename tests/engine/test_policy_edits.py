@@ -16,11 +16,12 @@ from test_policy_loading import rules_copy
 
 FULL_BUFFER_REQUIREMENT = """\
   require full_buffer_write_fits:
-    len(full_output_coords(op, tile)) > 0
-    and all(c.span_bytes is known and c.span_bytes <= config.max_span_bytes
-            for c in full_output_coords(op, tile)
-            if not c.is_stick and c.symbols != {}
-            if c.span_elems is unknown or c.span_elems > 1)
+    loop_local_output(op)
+    or len(full_output_coords(op, tile)) > 0
+       and all(c.span_bytes is known and c.span_bytes <= config.max_span_bytes
+               for c in full_output_coords(op, tile)
+               if not c.is_stick and c.symbols != {}
+               if c.span_elems is unknown or c.span_elems > 1)
     because "writing tile {tile} of {op} into its full output buffer spans more than {config.max_span_bytes} bytes";
 """
 
