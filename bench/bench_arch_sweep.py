@@ -68,6 +68,7 @@ ARCH_FIELDS = {
                     "kv_lora_rank": 64, "q_lora_rank": 64},
     "deepseek_v3": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
                     "kv_lora_rank": 64, "q_lora_rank": 64},
+    "mamba2": {"num_heads": 8},           # hidden * expand (256) must be heads * head_dim (32)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
     # real DBRX clips qkv at 8 (None fails transformers' clamp)
     "dbrx": {"d_model": 128, "n_heads": 4, "n_layers": 2,
