@@ -63,11 +63,12 @@ ARCH_FIELDS = {
     "gptj": {"rotary_dim": 16},           # rotates 64 dims of each head by default: heads are 32
     "codegen": {"rotary_dim": 16},
     "dots1": {"n_shared_experts": 1},     # None by default: its shared expert is sized by it
-    # multi-head latent attention: its own head dims and low ranks (head_dim is not read)
+    # multi-head latent attention: its own head dims and low ranks (head_dim is not read),
+    # one key/value head per query head (its keys come from the latent, never grouped)
     "deepseek_v2": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
-                    "kv_lora_rank": 64, "q_lora_rank": 64},
+                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
     "deepseek_v3": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
-                    "kv_lora_rank": 64, "q_lora_rank": 64},
+                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
     "mamba2": {"num_heads": 8},           # hidden * expand (256) must be heads * head_dim (32)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
     # real DBRX clips qkv at 8 (None fails transformers' clamp)
@@ -112,7 +113,7 @@ def _build(name: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     fields = {k: v for k, v in TINY.items() if k not in ARCH_DROPS.get(name, ())}
-    config = AutoConfig.for_model(name, **fields, **ARCH_FIELDS.get(name, {}))
+    config = AutoConfig.for_model(name, **{**fields, **ARCH_FIELDS.get(name, {})})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
     ids = torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
