@@ -116,6 +116,16 @@ def _build(name: str):
     config = AutoConfig.for_model(name, **{**fields, **ARCH_FIELDS.get(name, {})})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
+    # A weight matrix transformers initialises to zeros (AFMoE's router gate) makes every
+    # score equal: which experts a top-k of ties picks is ATen's implementation detail
+    # (its CPU topk gave experts 2 and 3, ours the lowest indices 0 and 1), so eager
+    # would be no reference.  Trained weights are never all zero: such matrices get
+    # small random values, seeded.
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(2)
+        for param in model.parameters():
+            if param.dim() >= 2 and not param.any():
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
     ids = torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
     return model, ids
 
