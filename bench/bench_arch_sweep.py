@@ -23,6 +23,7 @@ sweep), ``--timeout`` seconds each.  The totals line gives the three shares the 
 asks for.  Usage::
 
     python3 bench/bench_arch_sweep.py [--limit-kib 64] [--only mixtral,llama] [--out rows.jsonl]
+    python3 bench/bench_arch_sweep.py --totals rows.jsonl   # the totals of batches run so far
 
 The default limit is 64 KiB: an experts model's grouped matmul reads its weights
 gathered (any token may pick any expert), so one tile spans all 4 experts of the
@@ -62,9 +63,23 @@ ARCH_FIELDS = {
     "gptj": {"rotary_dim": 16},           # rotates 64 dims of each head by default: heads are 32
     "codegen": {"rotary_dim": 16},
     "dots1": {"n_shared_experts": 1},     # None by default: its shared expert is sized by it
+    # multi-head latent attention: its own head dims and low ranks (head_dim is not read),
+    # one key/value head per query head (its keys come from the latent, never grouped)
+    "deepseek_v2": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
+                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
+    "deepseek_v3": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
+                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
+    "mamba2": {"num_heads": 8},           # hidden * expand (256) must be heads * head_dim (32)
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
+    # real DBRX clips qkv at 8 (None fails transformers' clamp)
+    "dbrx": {"d_model": 128, "n_heads": 4, "n_layers": 2,
+             "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"hidden_size": 128, "ffn_hidden_size": 128, "moe_num_experts": 4,
+                            "moe_top_k": 2}},
 }
 ARCH_DROPS = {
     "falcon": ("head_dim",),              # hidden_size // num_attention_heads (a property)
+    "deepseek_v3": ("head_dim",),         # its rotary dim: qk_rope_head_dim
 }
 
 
@@ -98,9 +113,19 @@ def _build(name: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     fields = {k: v for k, v in TINY.items() if k not in ARCH_DROPS.get(name, ())}
-    config = AutoConfig.for_model(name, **fields, **ARCH_FIELDS.get(name, {}))
+    config = AutoConfig.for_model(name, **{**fields, **ARCH_FIELDS.get(name, {})})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
+    # A weight matrix transformers initialises to zeros (AFMoE's router gate) makes every
+    # score equal: which experts a top-k of ties picks is ATen's implementation detail
+    # (its CPU topk gave experts 2 and 3, ours the lowest indices 0 and 1), so eager
+    # would be no reference.  Trained weights are never all zero: such matrices get
+    # small random values, seeded.
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(2)
+        for param in model.parameters():
+            if param.dim() >= 2 and not param.any():
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
     ids = torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
     return model, ids
 
@@ -182,9 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated model types")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--out", default="", help="append each row as JSON to this file")
+    parser.add_argument("--totals", default="", help="print the totals of the rows in this "
+                        "JSONL file (the last row of each model counts) and exit")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     limit = args.limit_kib * 1024
+    if args.totals:
+        with open(args.totals) as f:
+            by_model = {row["model"]: row for row in map(json.loads, filter(str.strip, f))}
+        print(f"models: {','.join(by_model)}")
+        print(totals(list(by_model.values())))
+        return 0
     if args.worker:
         print("ROW " + json.dumps(worker(args.worker, limit)), flush=True)
         return 0

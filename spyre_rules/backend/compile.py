@@ -76,6 +76,7 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
 
     from spyre_rules.backend.context import decomposition_table, spyre_rules_context
     from spyre_rules.backend.host_steps import HostPlan, HostStepsNeeded, host_plan
+    from spyre_rules.codegen.in_allocation import AllocationBoundsError
 
     from spyre_rules.backend import meta_device
     from spyre_rules.backend.specialize import StaticCompile, is_symbolic, specializing_program
@@ -131,7 +132,9 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
             if plan is not None and retry is not None and set(retry.nodes) - set(plan.nodes):
                 plan.nodes.update({n: r for n, r in retry.nodes.items() if n not in plan.nodes})
                 continue
-            unsupported = find_unsupported(exc)
+            # a refusal, or a generated access the allocation check could not prove
+            # inside its tensor: never run, never a crash of the default path
+            unsupported = find_unsupported(exc) or find_cause(exc, AllocationBoundsError)
             if unsupported is None:
                 raise
             return fallback_or_meta(str(unsupported), unsupported)

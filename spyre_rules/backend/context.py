@@ -56,7 +56,7 @@ from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
     attention, concat, depthwise_conv, grouped_mm, hinted_fills, histogram, host_steps, matmul,
-    named_dims, pre_scheduling, precision_casts, ranking, scan,
+    named_dims, pre_scheduling, precision_casts, ranking, scan, triangular_solve,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -90,7 +90,8 @@ def decomposition_table() -> dict[Any, Any]:
     removing them makes every matmul reach our lowering (as batchmatmul).  The
     fused CPU attention kernel is decomposed into ops we lower (attention.py), a
     constant pad into a concatenation (concat.py), histc into a counting reduction
-    (histogram.py) and a depthwise conv1d into shifted slices (depthwise_conv.py).
+    (histogram.py), a depthwise conv1d into shifted slices (depthwise_conv.py) and a
+    triangular solve into matmuls by doubling (triangular_solve.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -103,6 +104,8 @@ def decomposition_table() -> dict[Any, Any]:
     # experts and state-space layers (issue 41): counting experts, the Mamba2 conv1d
     table.update(histogram.histogram_decompositions())
     table.update(depthwise_conv.depthwise_conv_decompositions())
+    # the gated delta rule's chunk solve (Qwen3-Next and kin)
+    table.update(triangular_solve.triangular_solve_decompositions())
     return table
 
 

@@ -575,7 +575,8 @@ class OpFacts:
         if not isinstance(layout, FixedTiledLayout) or dep is None or rw is None:
             return self.name
         tiled = {s for s, d in self.symbol_dims.items() if any(d in level for level in levels)}
-        if tiled & {s for e in rw.index_exprs for s in e.index.free_symbols}:
+        # an index_expr of a constant (ops.index_expr(0, ...)) is a plain int
+        if tiled & {s for e in rw.index_exprs for s in sympy.sympify(e.index).free_symbols}:
             return "index"
         accesses = [(self.name, layout, dep.index, dep.ranges)] if write else []
         for read in self.input_reads():

@@ -80,3 +80,30 @@ def test_precheck_reasons():
         assert "autograd" in precheck([torch.randn(2, requires_grad=True)])
     with torch.no_grad():
         assert precheck([torch.randn(2, requires_grad=True)]) is None
+
+
+def _unproven_access(monkeypatch):
+    """The allocation check refusing every kernel, as it refused a DeepSeek-V3
+    slice_scatter read it could not prove inside its tensor (issue 41)."""
+    from spyre_rules.backend import scheduling
+    from spyre_rules.codegen.in_allocation import AllocationBoundsError
+
+    def refuse(kernel, specs, segments):
+        raise AllocationBoundsError(f"spyre_rules allocation check: kernel {kernel}: not proven")
+
+    monkeypatch.setattr(scheduling, "prove_in_allocation", refuse)
+
+
+def test_unproven_access_runs_the_graph_eagerly_under_the_default_fallback(monkeypatch):
+    _unproven_access(monkeypatch)
+    x = torch.randn(4, 5)
+    with pytest.warns(UserWarning, match=r"running this graph eagerly.*allocation check"):
+        compiled = run_spyre(lambda x: x * 2, x, fallback="eager")
+    assert not compiled.kernels and torch.equal(compiled.output, x * 2)
+
+
+def test_unproven_access_raises_naming_the_kernel_under_error(monkeypatch):
+    _unproven_access(monkeypatch)
+    with pytest.raises(Exception, match=r"cannot compile this graph: spyre_rules allocation "
+                                        r"check: kernel \S+: not proven"):
+        run_spyre(lambda x: x * 2, torch.randn(4, 5), fallback="error")

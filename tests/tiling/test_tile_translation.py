@@ -482,3 +482,22 @@ def test_unrolled_tile_read_one_row_on_keeps_the_whole_device_dim(unroll):
                                        span_check="error"):
         actual = torch.compile(_cropping_pad, backend="spyre_rules", dynamic=False)(x0)
     assert torch.equal(actual, _cropping_pad(x0))
+
+
+def test_select_scatter_compares_its_index_with_a_constant_and_tiles_other_dims():
+    """``out[:, :, i] = v`` (the gated delta rule's per-chunk output) compares the
+    chunk index with the constant ``i``: an ``index_expr`` of a plain int, which
+    crashed the translation fact ("'int' object has no attribute 'free_symbols'");
+    the heads tile, the compared dim stays whole."""
+    def per_chunk(a, b):
+        out = torch.zeros(1, 4, 2, 64, 128)
+        for i, v in enumerate((a, b)):
+            out[:, :, i] = v * (i + 1)
+        return out + 1
+
+    a, b = torch.randn(1, 4, 64, 128), torch.randn(1, 4, 64, 128)
+    with config.patch(max_span_bytes=65536, ignore_span_overflow_hints=False, span_check="error"):
+        compiled = run_spyre(per_chunk, a, b)
+    torch.testing.assert_close(compiled.output, per_chunk(a, b), atol=0, rtol=0)
+    assert any(isinstance(item, LoopSpec) for k in compiled.kernels for item in k.specs)
+    verify_program(compiled)
