@@ -123,6 +123,6 @@ def test_hand_written_paged_decode_at_16_kib_refuses_the_page_gather_naming_it()
         torch.compile(paged_decode, backend="spyre_rules", fullgraph=True)(*inputs)
     # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS): no tile fits
     assert ("Cannot auto-tile buf3 (aten ops: index.Tensor): no combined split among host dims "
-            "[2, 1, 0] keeps every span within 16384 bytes after trying 13 combinations (the "
+            "[2, 1, 0] keeps every span within 16384 bytes after trying 4 combinations (the "
             "last: writing tile {0: 2, 2: 16} of buf3 into its full output buffer spans more "
             "than 16384 bytes)") in str(caught.value)
