@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RULES = sorted((ROOT / "rules").glob("*.rules"))
 TOKEN = re.compile(r'#[^\n]*|"(?:[^"\\\n]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9_]*|//|==|!=|<=|>=|->|\S')
 TIGHT = set("()[]{},;:.?")
-N_MUTANTS = 1000
+N_MUTANTS = 600
 SEED = 15
 
 

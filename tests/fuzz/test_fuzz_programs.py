@@ -35,7 +35,7 @@ from fuzz_gen import VARIANTS, Hint, _vars_in, generate  # noqa: E402
 
 SEED = 9
 COUNT = 200  # generated (cheap): the generator's coverage checks
-COMPILED = 100  # compiled and run: the suite's time budget (bench/fuzz_programs.py runs more)
+COMPILED = 70  # compiled and run: the suite's time budget (bench/fuzz_programs.py runs more)
 
 
 @pytest.fixture(autouse=True)
