@@ -156,7 +156,6 @@ class SearchEvaluation:
         self.record("search", "exhausted", "reject", message, dims=dims, tried=tried)
         raise Unsupported(message)
 
-
     def _first_accepted(self, op: Any, found: list[tuple[str, Any]], combos: list[Combo],
                         limit: int, state: dict[str, Any]) -> SpanOverflowTilePlan | None:
         """The plan of the first of ``combos[:limit]`` validation accepts (and the span
@@ -174,26 +173,28 @@ class SearchEvaluation:
                 break
             if all(k == 1 for k in combo.counts):
                 continue
-            tile = Tiling.of(zip(combo.dims, combo.counts))
-            state["tried"] += 1
-            accepted, req = self.validate(op, tile)
-            if accepted:
-                self.veto(op, tile, self.accepted_by())
-                return _plan(op, found, tile)
-            if req is not None:
-                state["last_failure"] = self._message(req, self.env(op=op, tile=tile))
+            plan = self._try_combo(op, found, combo, state)
+            if plan is not None:
+                return plan
         if state["tried"] == 0 and floored is not None:
             # every combination was below a floor: the cheapest one is validated for the
             # policy's own refusal message (it cannot be accepted; if it were, it would be
             # validated and verified like any plan)
-            tile = Tiling.of(zip(floored.dims, floored.counts))
-            state["tried"] += 1
-            accepted, req = self.validate(op, tile)
-            if accepted:
-                self.veto(op, tile, self.accepted_by())
-                return _plan(op, found, tile)
-            if req is not None:
-                state["last_failure"] = self._message(req, self.env(op=op, tile=tile))
+            return self._try_combo(op, found, floored, state)
+        return None
+
+    def _try_combo(self, op: Any, found: list[tuple[str, Any]], combo: Combo,
+                   state: dict[str, Any]) -> SpanOverflowTilePlan | None:
+        """Validate (and verify) one combination: its plan, or None with the refusing
+        requirement's message kept in ``state``."""
+        tile = Tiling.of(zip(combo.dims, combo.counts))
+        state["tried"] += 1
+        accepted, req = self.validate(op, tile)
+        if accepted:
+            self.veto(op, tile, self.accepted_by())
+            return _plan(op, found, tile)
+        if req is not None:
+            state["last_failure"] = self._message(req, self.env(op=op, tile=tile))
         return None
 
     def _widening_dims(self, op: Any, dims: list[int], widen_to: int) -> list[tuple[int, list[int]]]:
