@@ -19,7 +19,8 @@ Why this form, and not softmax over the gathered pages (``pool[block_table]`` re
 buffer of its own, and a tiled op writes its tile into that full buffer; its page
 coordinate spans every page of every sequence whatever the tile, and the block table's
 row of page ids is one stick, so no split of pages is legal.  The planner refuses it
-(``tests/serving/test_paged_attention_tiling.py``).  Here:
+(``tests/serving/test_paged_attention_tiling.py``), unless ``paged_attention_rewrite.py``
+recognises it and rewrites it into ``key_block_attention`` below.  Here:
 
 * **Key block ``j`` is in-page position ``j`` of every page** (``block_size`` blocks of
   ``blocks_per_sequence`` keys).  Softmax attention does not depend on the order of the

@@ -54,6 +54,7 @@ gathered one.
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ from spyre_rules.backend.paged_attention import key_block_attention
 __all__ = ["rewrite_gathered_page_attention", "gathered_page_attention"]
 
 F = torch.nn.functional
+_log = logging.getLogger(__name__)
 _SCALAR = (int, float, bool)
 
 
@@ -423,14 +425,19 @@ def rewrite_gathered_page_attention(gm: torch.fx.GraphModule) -> bool:
 
 
 def _replace(graph: Any, node: Any, found: _Match, order: dict) -> set:
-    """Insert the key-block call for ``node``'s pattern; the nodes erased (at least ``node``)."""
+    """Insert the key-block call for ``node``'s pattern; the nodes erased (at least ``node``,
+    none when the call cannot be traced on the example values)."""
     steps = tuple(tuple(step) for step in found.steps)
     args = (found.query, found.keys.cache, found.values.cache, found.keys.table, steps,
             value_of(node).dtype)
     example_args = torch.fx.node.map_arg(args, value_of)
     fake_mode = getattr(value_of(found.query), "fake_mode", None)   # Dynamo's, not the context's
-    with fake_mode if fake_mode is not None else contextlib.nullcontext():
-        example = gathered_page_attention(*example_args)
+    try:
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+            example = gathered_page_attention(*example_args)
+    except Exception as exc:  # noqa: BLE001 - a replacement we cannot trace: keep the graph
+        _log.debug("paged attention at %s left alone: %s", node, exc)
+        return set()
     with graph.inserting_before(node):
         out = graph.call_function(gathered_page_attention, args)
     out.meta = {**node.meta, "example_value": example}
