@@ -240,3 +240,30 @@ def test_a_near_miss_on_the_program_gives_eager_result(tmp_path):
     torch.testing.assert_close(got, fn(*inputs))
     # the pages gathered whole, (batch, pages, block_size, kv_heads, head_dim): not rewritten
     assert [g["layout"]["size"] for g in _gathers(plan)] == [[2, 8, 16, 2, 64]] * 2
+
+
+def transformers_style(q, k_cache, v_cache, block_table, mask):
+    """transformers' eager attention (repeat_kv, ``* scaling``, an additive fp16 mask,
+    ``softmax(dtype=float32).to(q.dtype)``, dropout that does nothing) over gathered pages."""
+    b, h, d = q.shape
+    _, bs, kvh, _ = k_cache.shape
+    tokens = block_table.shape[1] * bs
+    k = k_cache[block_table].view(b, -1, kvh, d).transpose(1, 2)
+    v = v_cache[block_table].view(b, -1, kvh, d).transpose(1, 2)
+    k = k[:, :, None, :, :].expand(b, kvh, h // kvh, tokens, d).reshape(b, h, tokens, d)
+    v = v[:, :, None, :, :].expand(b, kvh, h // kvh, tokens, d).reshape(b, h, tokens, d)
+    w = torch.matmul(q.unsqueeze(2), k.transpose(2, 3)) * d ** -0.5
+    w = w + mask
+    w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    w = torch.nn.functional.dropout(w, p=0.0, training=False)
+    return torch.matmul(w, v).transpose(1, 2)
+
+
+def test_transformers_eager_attention_spelling_is_rewritten():
+    q, kc, vc, table, lens = _inputs()
+    mask = torch.where(torch.arange(128)[None, None, None, :] < lens[:, None, None, None],
+                       0.0, torch.finfo(torch.float16).min).half()   # (batch, 1, 1, keys)
+    inputs = (q, kc, vc, table, mask)
+    applied, got = _rewritten_eagerly(transformers_style, inputs)
+    assert applied == [True, 1]
+    assert_close_to_eager(got, transformers_style(*inputs))
