@@ -78,6 +78,7 @@ from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.in_place import in_place_target, spans_in_place_target_whole
+from spyre_rules.facts.layout_facts import within_stick_dim
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.tile_extent import tile_extent
@@ -293,17 +294,26 @@ def _static(values: Any, what: str, op: Any) -> list[int]:
         ) from None
 
 
-def _check_region(op: Any, old: list[int], new: list[int]) -> None:
+def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset[str]) -> None:
     """A concatenation's region op keeps its layout, a view of the whole result
     (docs/layout_model.md §5.10): each iteration writes its tile of the region
     straight into the result, like a tiled op writing its full buffer.  That is
     exact when every tiled dim is one the region spans whole: tile ``t`` of every
     region is then tile ``t`` of the result.  Along the concatenated dim the
-    regions' tiles would not line up with the result's."""
+    regions' tiles would not line up with the result's, which matters when the
+    result or a reader of it shares the loop (``loop_names``: the group's ops and
+    what they read; a user hint loop).  An automatic group never holds one (the
+    concatenation closes the grouping's run): a region may then split the
+    concatenated dim when that is not the stick dim, each tile whole rows of its
+    window (planner.rules ``concat_dims_whole``)."""
     view = op.layout.view
     base = V.graph.get_buffer(view.get_name())
     full = _static(base.get_size(), "concatenation size", op)
+    alone = view.get_name() not in loop_names
+    stick = within_stick_dim(base.get_layout()) if alone else None
     for d, (before, after) in enumerate(zip(old, new)):
+        if alone and stick is not None and d != stick:
+            continue
         if before != after and (d >= len(full) or full[d] != before):
             raise CoarseTileError(
                 f"coarse_tile: {op_description(op)} writes a region of the concatenation "
@@ -333,6 +343,14 @@ def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d
     )
 
 
+def _loop_names(ops: Sequence[Any]) -> frozenset[str]:
+    """The buffers a loop's ops write or read (a concatenation in it is shared)."""
+    names = {op.get_name() for op in ops}
+    for op in ops:
+        names.update(getattr(op, "get_read_names", lambda: ())())
+    return frozenset(names)
+
+
 def _check_in_place(op: Any, old: list[int], new: list[int]) -> None:
     """An in-place write (facts/in_place.py) keeps its MutationLayout: each iteration
     writes its tile straight into the target's own buffer, never a per-tile copy.
@@ -352,10 +370,11 @@ def _check_in_place(op: Any, old: list[int], new: list[int]) -> None:
                 "of the target; tile another dim")
 
 
-def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
+def _plan_layout(op: Any, old: list[int], new: list[int],
+                 loop_names: frozenset[str]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
     if isinstance(layout, ir.NonOwningLayout):
-        _check_region(op, old, new)
+        _check_region(op, old, new, loop_names)
         return KEEP_LAYOUT
     if isinstance(layout, ir.MutationLayoutSHOULDREMOVE):
         _check_in_place(op, old, new)
@@ -393,7 +412,7 @@ def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], li
     return new, new_stride, device
 
 
-def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
+def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[str]) -> _OpPlan:
     if isinstance(op, ir.ConcatKernel):
         # computes nothing: a member so that the loop stays contiguous, tiling none
         # of its dims (its regions write their tiles into it; see _check_region)
@@ -468,7 +487,7 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
                 f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {old[d]}) "
                 "at several levels with a shorter last tile; a dim with a remainder tile is "
                 "tiled by one level")
-    layout = _plan_layout(op, old, ranges) if ranges != old else None
+    layout = _plan_layout(op, old, ranges, loop_names) if ranges != old else None
     return _OpPlan(
         op=op,
         group_id=(index,) + (0,) * (len(levels) - 1),
@@ -524,13 +543,15 @@ def coarse_tile(
     plans: list[_OpPlan] = []
     for index, group in enumerate(groups):
         ops, levels = normalize_group(index, group, tiled_dims)
-        for op in _check_contiguous(index, ops, position, ops_list):
+        members = _check_contiguous(index, ops, position, ops_list)
+        loop_names = _loop_names(members)
+        for op in members:
             if id(op) in owner:
                 raise CoarseTileError(
                     f"coarse_tile: {op_description(op)} is in group {owner[id(op)]} and "
                     f"group {index}"
                 )
             owner[id(op)] = index
-            plans.append(_plan_op(op, index, levels))
+            plans.append(_plan_op(op, index, levels, loop_names))
     for plan in plans:
         _apply(plan)
