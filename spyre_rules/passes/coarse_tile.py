@@ -113,7 +113,8 @@ class _OpPlan:
     tiled: list[list[int]]
     tiled_reduction: list[list[int]]
     last_tiles: list[list[int]]  # per level, aligned with ``tiled``: the last tile's extent
-    shorter: list[int]  # the dims whose last tile is shorter (remainder tiles)
+    last_reduction_tiles: list[list[int]]  # the same, aligned with ``tiled_reduction``
+    shorter: list[int]  # the dims (reduction dims past the ranges) whose last tile is shorter
     ranges: list[int]
     reduction_ranges: list[int]
     layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
@@ -326,13 +327,13 @@ def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset
 
 def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:
     """The tile extent of ``size`` under ``level``: for a planner's level
-    (``GroupLevel``) on an output dim no outer level tiles, ``tile_extent(size, count)``
-    (the tiles the planner measured: a shorter last one when they overshoot, also for a
-    count that divides ``size`` into tiles that would cut sticks); else an exact
-    division (a user hint, a reduction dim, an inner level on a dim)."""
+    (``GroupLevel``) on a dim (output or reduction) no outer level tiles,
+    ``tile_extent(size, count)`` (the tiles the planner measured: a shorter last one
+    when they overshoot, also for a count that divides ``size`` into tiles that would
+    cut sticks); else an exact division (an explicit level, an inner level on a dim)."""
     count = level.split
     tile = tile_extent(size, count)
-    if isinstance(level, GroupLevel) and what == "dim" and size == full and tile is not None:
+    if isinstance(level, GroupLevel) and size == full and tile is not None:
         return tile
     if size % count == 0:
         return size // count
@@ -419,7 +420,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[st
         return _OpPlan(op=op, group_id=(index,) + (0,) * (len(levels) - 1),
                        counts=[sympy.Integer(level.split) for level in levels],
                        tiled=[[] for _ in levels], tiled_reduction=[[] for _ in levels],
-                       last_tiles=[[] for _ in levels], shorter=[], ranges=[], reduction_ranges=[],
+                       last_tiles=[[] for _ in levels], last_reduction_tiles=[[] for _ in levels],
+                       shorter=[], ranges=[], reduction_ranges=[],
                        layout=None)
     data = getattr(op, "data", None)
     if not isinstance(op, ir.ComputedBuffer) or not isinstance(data, (ir.Pointwise, ir.Reduction)):
@@ -442,7 +444,9 @@ def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[st
     tiled: list[list[int]] = []
     tiled_red: list[list[int]] = []
     last_tiles: list[list[int]] = []
+    last_red_tiles: list[list[int]] = []
     shorter: list[int] = []  # dims with a remainder tile
+    shorter_red: list[int] = []  # reduction dims with a remainder tile
     for li, level in enumerate(levels):
         where = f"group {index} level {li}"
         dims, red_dims = _level_dims(op, level, len(ranges), red, where)
@@ -464,27 +468,33 @@ def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[st
                 f"its reduction dim {red_dims[0]} inside a loop over its reduction dim "
                 f"{min(earlier)}; an index reduction accumulates over one tiled reduction dim"
             )
-        lasts: list[int] = []
-        level_tiles: list[int] = []
-        for sizes, full, positions, what in (
-            (ranges, old, dims, "dim"), (red, old_red, red_dims, "reduction dim"),
+        lasts: dict[str, list[int]] = {"dim": [], "reduction dim": []}
+        for sizes, full, positions, what, gone in (
+            (ranges, old, dims, "dim", shorter), (red, old_red, red_dims, "reduction dim", shorter_red),
         ):
             for d in positions:
                 tile = _tile(op, level, what, sizes[d], full[d], where, d)
-                if what == "dim":
-                    lasts.append(sizes[d] - (level.split - 1) * tile)
-                    level_tiles.append(tile)
+                lasts[what].append(sizes[d] - (level.split - 1) * tile)
+                if lasts[what][-1] != tile:
+                    gone.append(d)
                 sizes[d] = tile
         tiled.append(dims)
         tiled_red.append(red_dims)
-        last_tiles.append(lasts)
-        shorter.extend(d for d, last, tile in zip(dims, lasts, level_tiles) if last != tile)
-    for d in shorter:
-        if sum(d in dims for dims in tiled) > 1:
+        last_tiles.append(lasts["dim"])
+        last_red_tiles.append(lasts["reduction dim"])
+    if shorter_red and str(op.data.reduction_type) in FIELDS:
+        # a multi-field combine counts whole tiles (argmax's index offset, welford's weight)
+        raise CoarseTileError(
+            f"coarse_tile: group {index}: {op_description(op)} ({op.data.reduction_type}) "
+            f"tiles reduction dim {shorter_red[0]} with a shorter last tile; its accumulator "
+            "combines whole tiles only")
+    for d, levels_of, size in ([(d, tiled, old[d]) for d in shorter]
+                               + [(d, tiled_red, old_red[d]) for d in shorter_red]):
+        if sum(d in dims for dims in levels_of) > 1:
             # the peeled last iteration clips one level; a dim two levels walk
             # would leave a different last tile per outer iteration
             raise CoarseTileError(
-                f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {old[d]}) "
+                f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {size}) "
                 "at several levels with a shorter last tile; a dim with a remainder tile is "
                 "tiled by one level")
     layout = _plan_layout(op, old, ranges, loop_names) if ranges != old else None
@@ -495,7 +505,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[st
         tiled=tiled,
         tiled_reduction=tiled_red,
         last_tiles=last_tiles,
-        shorter=shorter,
+        last_reduction_tiles=last_red_tiles,
+        shorter=shorter + [len(ranges) + d for d in shorter_red],
         ranges=ranges,
         reduction_ranges=red,
         layout=layout,
@@ -523,7 +534,8 @@ def _apply(plan: _OpPlan) -> None:
     set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
                                  tiled_dims=plan.tiled,
                                  tiled_reduction_dims=plan.tiled_reduction,
-                                 last_tiles=plan.last_tiles if remainder else ()))
+                                 last_tiles=plan.last_tiles if remainder else (),
+                                 last_reduction_tiles=plan.last_reduction_tiles if remainder else ()))
 
 
 def coarse_tile(
