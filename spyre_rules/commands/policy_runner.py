@@ -51,15 +51,21 @@ def _program(test: PolicyTest) -> tuple[Any, list[Any], int | None]:
     return fn, inputs, None
 
 
-def _capture(test: PolicyTest) -> tuple[Any, int | None]:
+def _capture(test: PolicyTest, rules_path: str | None) -> tuple[Any, int | None]:
+    """The program's ops as the backend hands them to the planner, captured under the
+    test's settings: the seam's edits may depend on them (a gathered read whose rows
+    alone overflow the limit is read in windows, backend/gathered_windows.py)."""
     import spyre_rules
+    from spyre_rules import config
 
-    key = (test.example, test.program, tuple(test.inputs.items()))
+    fn, inputs, limit = _program(test)
+    settings = _settings(test, limit, rules_path)
+    key = (test.example, test.program, tuple(test.inputs.items()), tuple(sorted(settings.items())))
     if not test.edits and key in _CAPTURED:
         return _CAPTURED[key]
-    fn, inputs, limit = _program(test)
     try:
-        ops = spyre_rules.capture_operations(fn, *inputs)
+        with config.patch(**settings):
+            ops = spyre_rules.capture_operations(fn, *inputs)
     except Exception as err:  # noqa: BLE001 - the backend refuses the program: a harness error
         raise HarnessError(f"capturing the program failed: {type(err).__name__}: {err}") from None
     if not test.edits:
@@ -228,7 +234,7 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
         from spyre_rules.commands.policy_collectives import run_collective_test
 
         return Outcome(test, *run_collective_test(test, rules_path, HarnessError))
-    ops, example_limit = _capture(test)
+    ops, example_limit = _capture(test, rules_path)
     for i, edit in enumerate(test.edits):
         _apply(edit, ops, hint_id=i + 1)
     steps: list[Any] = []
