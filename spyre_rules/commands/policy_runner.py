@@ -225,6 +225,26 @@ def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, 
         steps.extend(trace)
 
 
+def _check_stages(expected: dict[str, tuple[str, ...]], ops: Any, steps: list[Any],
+                  check: _Check) -> None:
+    """Compare the restickify rules that fired per restickified buffer (the backend's
+    record of them while capturing) with the test's ``staged``."""
+    from spyre_rules.ir.graph_state import graph_state
+
+    stages: dict[str, list[Any]] = {}
+    for graph in ops.graphs:
+        stages.update(graph_state(graph).restickify_stages)
+    for trace in stages.values():
+        steps.extend(trace)
+    for name, rules in expected.items():
+        trace = stages.get(name)
+        actual = None if trace is None else tuple(f"{s.section}.{s.rule}" for s in trace)
+        if actual != rules:
+            shown = (f"(no restickified buffer {name}; restickified: {', '.join(stages) or 'none'})"
+                     if actual is None else str(list(actual)))
+            check.mismatch(f"{name} restickify stages", str(list(rules)), shown, trace)
+
+
 def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
     """Run ``test`` against the policy at ``rules_path`` (None: the bundled rules)."""
     from spyre_rules import config
@@ -240,6 +260,8 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
     steps: list[Any] = []
     grouping_steps: list[Any] = []
     check = _Check()
+    if test.staged is not None:
+        _check_stages(test.staged, ops, steps, check)
     with config.patch(**_settings(test, example_limit, rules_path)):
         decisions = {d.op: d for d in plan_graph(ops)}
         if test.include_graph_inputs:
