@@ -113,8 +113,10 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.backend.einsum_batch import keep_einsum_batch
     from spyre_rules.backend.grouped_attention import grouped_kv_heads
+    from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
     from spyre_rules.hints import bind_input_dim_names
 
+    rewrite_gathered_page_attention(gm)  # before keep_matmul_batch rewrites its matmuls
     grouped_kv_heads(gm)
     keep_einsum_batch(gm)
     keep_matmul_batch(gm)
@@ -189,8 +191,11 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
 
     from spyre_rules.backend.regions import has_regions, inline_regions
 
+    from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
+
     if has_regions(gm):
         inline_regions(gm)  # a capture stops at one seam: the whole graph's
+    rewrite_gathered_page_attention(gm)
     grouped_kv_heads(gm)
     keep_einsum_batch(gm)
     keep_matmul_batch(gm)

@@ -19,7 +19,8 @@ Why this form, and not softmax over the gathered pages (``pool[block_table]`` re
 buffer of its own, and a tiled op writes its tile into that full buffer; its page
 coordinate spans every page of every sequence whatever the tile, and the block table's
 row of page ids is one stick, so no split of pages is legal.  The planner refuses it
-(``tests/serving/test_paged_attention_tiling.py``).  Here:
+(``tests/serving/test_paged_attention_tiling.py``), unless ``paged_attention_rewrite.py``
+recognises it and rewrites it into ``key_block_attention`` below.  Here:
 
 * **Key block ``j`` is in-page position ``j`` of every page** (``block_size`` blocks of
   ``blocks_per_sequence`` keys).  Softmax attention does not depend on the order of the
@@ -51,10 +52,13 @@ product with ``v``, whose partial outputs are widened before the combine.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
-__all__ = ["paged_decode_attention", "gather_key_blocks"]
+from spyre_rules.backend.batch_matmul import batchmatmul
+
+__all__ = ["paged_decode_attention", "key_block_attention", "gather_key_blocks"]
 
 
 def gather_key_blocks(pool: torch.Tensor, block_table: torch.Tensor) -> torch.Tensor:
@@ -71,31 +75,54 @@ def paged_decode_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: 
 
     ``window``: a sliding window of that many keys (the new token's and the ``window - 1``
     before it), as a sliding-window model's mask keeps them."""
-    batch, heads, dim = query.shape
-    _, block_size, kv_heads, _ = k_cache.shape
-    pages = block_table.shape[1]
-    if heads % kv_heads:
-        raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
-    group = heads // kv_heads
+    dim = query.shape[-1]
+    block_size, pages = k_cache.shape[1], block_table.shape[1]
     scale = 1 / math.sqrt(dim) if scale is None else scale
-    keys = gather_key_blocks(k_cache, block_table)     # (1, bs, b, pages, kvh, d)
-    values = gather_key_blocks(v_cache, block_table)
-    q = query.view(1, 1, batch, kv_heads, group, dim)
-    scores = (q @ keys.permute(0, 1, 2, 4, 5, 3)).float() * scale   # (1, bs, b, kvh, g, pages)
     position = (torch.arange(pages, device=query.device)[None, :] * block_size
                 + torch.arange(block_size, device=query.device)[:, None])   # (bs, pages)
     ends = seq_lens[None, None, :, None, None, None]
     valid = position[None, :, None, None, None, :] < ends
     if window is not None:
         valid = valid & (position[None, :, None, None, None, :] >= ends - window)
-    scores = torch.where(valid, scores, -math.inf)
+
+    def masked_scores(products: torch.Tensor) -> torch.Tensor:
+        return torch.where(valid, products.float() * scale, -math.inf)
+
+    return key_block_attention(query, k_cache, v_cache, block_table, masked_scores, query.dtype)
+
+
+def key_block_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                        block_table: torch.Tensor,
+                        masked_scores: Callable[[torch.Tensor], torch.Tensor],
+                        out_dtype: torch.dtype) -> torch.Tensor:
+    """Softmax attention of ``query (batch, heads, head_dim)`` over the sequences' pages in
+    key blocks, combined (module docstring); ``(batch, heads, v_head_dim)`` in ``out_dtype``.
+
+    ``masked_scores(products)`` turns the products ``q @ k^T`` (in the cache dtype, laid out
+    ``(1, block_size, batch, kv_heads, group, pages)``: key ``page * block_size + j`` at
+    ``[0, j, b, h, g, page]``) into the scores the softmax runs over, a masked key ``-inf``
+    (the caller's scaling, casts and mask).  Max, exponentials, sums and the combine are at
+    least float32; each block's probabilities are rounded to the value dtype for their
+    product with ``v``."""
+    batch, heads, dim = query.shape
+    kv_heads = k_cache.shape[2]
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
+    group = heads // kv_heads
+    keys = gather_key_blocks(k_cache, block_table)     # (1, bs, b, pages, kvh, d)
+    values = gather_key_blocks(v_cache, block_table)
+    block_size = k_cache.shape[1]
+    q = query.view(1, 1, batch, kv_heads, group, dim).expand(1, block_size, batch, kv_heads, group, dim)
+    # products over the real batch dims, however the caller is traced (batch_matmul.py)
+    scores = masked_scores(batchmatmul(q, keys.permute(0, 1, 2, 4, 5, 3)))   # (1, bs, b, kvh, g, pages)
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
     block_max = scores.amax(-1, keepdim=True)          # (1, bs, b, kvh, g, 1)
     block_max = torch.where(block_max == -math.inf, 0.0, block_max)
     weights = torch.exp(scores - block_max)
     block_sum = weights.sum(-1, keepdim=True)
-    partial = weights.to(v_cache.dtype) @ values.permute(0, 1, 2, 4, 3, 5)   # (1, bs, b, kvh, g, d)
+    partial = batchmatmul(weights.to(v_cache.dtype), values.permute(0, 1, 2, 4, 3, 5))   # (.., g, d)
     rescale = torch.exp(block_max - block_max.amax(1, keepdim=True))
     rescale = torch.where(block_sum > 0, rescale, 0.0)
     total = (rescale * block_sum).sum(1)               # (1, b, kvh, g, 1)
-    out = (rescale * partial.float()).sum(1) / total   # (1, b, kvh, g, d)
-    return out.reshape(batch, heads, dim).to(query.dtype)
+    out = (rescale * partial.to(scores.dtype)).sum(1) / total   # (1, b, kvh, g, d)
+    return out.reshape(batch, heads, v_cache.shape[-1]).to(out_dtype)

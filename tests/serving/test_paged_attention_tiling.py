@@ -8,11 +8,13 @@ inside the key loop and its tile never reaches a full buffer; the result equals 
 function run eagerly, which equals softmax attention over the gathered pages within the
 rounding of another order.
 
-Softmax attention written over the gathered pages (``paged_decode`` below) tiles its page
-gather over the tokens of a page at 64 KiB; at 16 KiB it is refused, naming the gather and
-why: its pages dim cannot be split (the block table's row of page ids is one stick) and a
-split of the in-page tokens still writes its tile into the whole gathered buffer, whose page
-coordinate spans 64 KiB."""
+Softmax attention written over the gathered pages (``paged_decode`` below) is rewritten into
+this form before Inductor (backend/paged_attention_rewrite.py; its own tests in
+test_paged_attention_rewrite.py): at 64 KiB its gathers too are tiled over the key blocks.  A
+gather the rewrite does not recognise (heads repeated ``h % kv_heads``, not interleaved) is
+refused at 16 KiB, naming the gather and why: its pages dim cannot be split (the block table's row
+of page ids is one stick) and a split of the in-page tokens still writes its tile into the whole
+gathered buffer, whose page coordinate spans 64 KiB."""
 
 from __future__ import annotations
 
@@ -108,19 +110,34 @@ def test_paged_decode_attention_at_16_kib_other_shapes(tmp_path, case):
     assert all(g["levels"] and g["levels"][0][0] == 1 for g in _gathers(records))
 
 
-def test_hand_written_paged_decode_at_64_kib_tiles_the_page_gather_and_equals_eager(tmp_path):
+def test_hand_written_paged_decode_at_64_kib_is_rewritten_into_key_blocks(tmp_path):
     inputs = _inputs()
     got, records = _compiled(paged_decode, inputs, 65536, tmp_path)
     torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
     gathers = [(r["op"], r["levels"]) for r in _gathers(records)]
-    assert gathers == [("buf3", [[2, 2]]), ("buf15", [[2, 2]])]  # K and V pages, by tokens
+    assert gathers == [("buf4", [[1, 8]]), ("buf23", [[1, 2]])]  # K and V pages, by key blocks
 
 
-def test_hand_written_paged_decode_at_16_kib_refuses_the_page_gather_naming_it():
+def not_interleaved(q, k_cache, v_cache, block_table, seq_lens):
+    """``paged_decode`` with query head ``h`` reading kv head ``h % kv_heads``: not the
+    rewrite's pattern, so its pages are gathered whole."""
+    b, h, d = q.shape
+    _, bs, kvh, _ = k_cache.shape
+    mb = block_table.shape[1]
+    k = k_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
+    v = v_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
+    k, v = k.repeat(1, h // kvh, 1, 1), v.repeat(1, h // kvh, 1, 1)
+    s = (q[:, :, None, :] @ k.transpose(-1, -2)).float() / d ** 0.5
+    s = s.masked_fill(torch.arange(mb * bs)[None, None, None, :] >= seq_lens[:, None, None, None],
+                      float("-inf"))
+    return (s.softmax(-1).to(q.dtype) @ v)[:, :, 0]
+
+
+def test_a_gather_not_rewritten_at_16_kib_is_refused_naming_it():
     inputs = _inputs()
     torch._dynamo.reset()
     with torch.no_grad(), config.patch(**_settings(16384)), pytest.raises(Exception) as caught:
-        torch.compile(paged_decode, backend="spyre_rules", fullgraph=True)(*inputs)
+        torch.compile(not_interleaved, backend="spyre_rules", fullgraph=True)(*inputs)
     # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS): no tile fits
     assert ("Cannot auto-tile buf3 (aten ops: index.Tensor): no combined split among host dims "
             "[2, 1, 0] keeps every span within 16384 bytes after trying 4 combinations (the "
