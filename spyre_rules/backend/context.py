@@ -56,7 +56,7 @@ from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
-    attention, concat, depthwise_conv, grouped_mm, hinted_fills, histogram,
+    attention, concat, depthwise_conv, eye, grouped_mm, hinted_fills, histogram,
     host_steps, matmul, named_dims, post_grad, pre_scheduling, precision_casts, ranking, scan,
     triangular_solve,
 )
@@ -93,10 +93,10 @@ def decomposition_table() -> dict[Any, Any]:
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
     removing them makes every matmul reach our lowering (as batchmatmul).  The
     fused CPU attention kernel is decomposed into ops we lower (attention.py), a
-    constant pad into a concatenation (concat.py), histc
-    into a counting reduction (histogram.py), a depthwise conv1d into shifted slices
-    (depthwise_conv.py) and a triangular solve into matmuls by doubling
-    (triangular_solve.py).
+    constant pad into a concatenation (concat.py), an identity matrix from int32
+    ranges (eye.py), histc into a counting reduction (histogram.py), a depthwise
+    conv1d into shifted slices (depthwise_conv.py) and a triangular solve into
+    matmuls by doubling (triangular_solve.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -106,6 +106,7 @@ def decomposition_table() -> dict[Any, Any]:
             table.pop(getattr(packet, overload), None)
     table.update(attention.attention_decompositions())
     table.update(concat.pad_decompositions())
+    table.update(eye.eye_decompositions())  # int32 ranges, not uint8 (Kimi-Linear)
     # experts and state-space layers (issue 41): counting experts, the Mamba2 conv1d
     table.update(histogram.histogram_decompositions())
     table.update(depthwise_conv.depthwise_conv_decompositions())
