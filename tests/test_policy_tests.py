@@ -75,7 +75,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[0].startswith("FAIL many_tiles_within_the_split_cap  (")
-    assert lines[0].endswith("/tests/planner.toml:88)")
+    assert lines[0].endswith("/tests/planner.toml:106)")
     assert lines[2:5] == [
         "  buf0:",
         "    - expected: plan [(0, 130)]",
