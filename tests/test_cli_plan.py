@@ -217,6 +217,6 @@ def test_two_layers_share_one_program_and_plan_as_the_whole_graph(capsys, tiny_c
     out = text_report(report).splitlines()
     assert [line.split(":")[0] for line in out if line.startswith("graph_")] == [
         "graph_0 (28 ops; the ops before model.layers.0)",
-        "graph_1 (78 ops; one program for 2 layers",
+        "graph_1 (76 ops; one program for 2 layers",
         "graph_2 (11 ops; the ops after model.layers.1)"]
     assert "2 layers share the program of graph_1: planned and span-checked once, run once per layer" in out

@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (86 tests in 4 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (96 tests in 5 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -75,7 +75,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[0].startswith("FAIL many_tiles_within_the_split_cap  (")
-    assert lines[0].endswith("/tests/planner.toml:88)")
+    assert lines[0].endswith("/tests/planner.toml:106)")
     assert lines[2:5] == [
         "  buf0:",
         "    - expected: plan [(0, 130)]",
@@ -89,7 +89,7 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
             "12, 13, 15], rejected=['17: auto_split_cap', '19: auto_split_cap', '22: auto_split_cap', "
             "'26: auto_split_cap', '33: auto_split_cap', '44: auto_split_cap', '65: auto_split_cap', "
             "'130: auto_split_cap']]") in lines
-    assert lines[-1] == f"0 passed, 1 failed (1 tests in 4 files; policy: {policy_copy})"
+    assert lines[-1] == f"0 passed, 1 failed (1 tests in 5 files; policy: {policy_copy})"
 
 
 def test_reversing_the_cost_order_fails_with_a_readable_diff(capsys, policy_copy):
@@ -117,7 +117,7 @@ def test_a_policy_that_does_not_load_exits_1(capsys, policy_copy):
      "test 'a': config.max_span: unknown (known: ['ignore_span_overflow_hints', 'ignore_wsr_hints', "
      "'max_span_bytes', 'sencores'])"),
     ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n",
-     "test 'a': expects nothing: add ops.NAME, groups or grouping_error"),
+     "test 'a': expects nothing: add ops.NAME, groups, grouping_error or staged"),
     ("test = 1\n", "a policy test file holds [[test]] tables only"),
     ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nreads = [\"float16[8, 64]\"]\n",
      "test 'c': a collectives test expects chunks = [host_dim, length, count] or [] (none)"),
@@ -159,7 +159,7 @@ def test_policy_tests_ship_with_the_bundled_rules():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "tests/*.toml" in data["spyre_rules.bundled_rules"]
     assert sorted(p.name for p in (ROOT / "rules" / "tests").iterdir()) == [
-        "collectives.toml", "eligibility.toml", "grouping.toml", "planner.toml"]
+        "collectives.toml", "eligibility.toml", "grouping.toml", "planner.toml", "restickify.toml"]
 
 
 def test_rules_option_names_the_policy_for_any_test_file(capsys, policy_copy):

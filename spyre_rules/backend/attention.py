@@ -80,7 +80,11 @@ def _math_attention(query: Any, key: Any, value: Any, is_causal: bool, attn_mask
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                                "when is_causal=True")
         attn_mask = _causal_mask(q.size(-2), k.size(-2), q.dtype, q.device)
-    k, v = (_repeat_heads(t, q.size(-3)) for t in (k, v))
+    heads, kv_heads = q.size(-3), k.size(-3)
+    if kv_heads != heads:
+        # grouped: query head h attends with key/value head h // R, never a copy of
+        # the key/value repeated R times (``_grouped``)
+        return _grouped_attention(q, k, v, attn_mask, factor, origin)
     batch = list(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
     kt = k.transpose(-2, -1) * factor
     scores = batchmatmul(q.expand(*batch, *q.shape[-2:]), kt.expand(*batch, *kt.shape[-2:]))
@@ -121,14 +125,36 @@ def _causal_mask(rows: int, cols: int, dtype: Any, device: Any) -> Any:
                        torch.scalar_tensor(-math.inf, dtype=dtype, device=device))
 
 
-def _repeat_heads(t: Any, heads: int) -> Any:
-    """Grouped-query attention: each key/value head repeated for its query heads, as ATen does."""
-    if t.size(-3) == heads:
-        return t
-    n, kv, s, e = t.shape
-    repeats = heads // kv
-    return t.unsqueeze(2).expand(n, kv, repeats, s, e).clone(memory_format=torch.contiguous_format) \
-        .view(n, heads, s, e)
+def _grouped_attention(q: Any, k: Any, v: Any, attn_mask: Any, factor: float,
+                       origin: Any) -> tuple[Any, Any]:
+    """Grouped-query attention with each query head next to its key/value head.
+
+    ATen repeats each key/value head for its ``R = H / KV`` query heads (a copy of
+    the key and of the value, ``R`` times each, at every decode step).  Here the
+    query is viewed ``[N, KV, R, L, E]`` and the key/value ``[N, KV, 1, S, E]`` are
+    broadcast over ``R`` into ``batchmatmul`` (an expand is read in place, its batch
+    index ignored), the mask viewed to match; the scores ``[N, KV, R, L, S]`` are the
+    same elements, each the same float32 dot product, softmaxed over the last dim, and
+    the outputs are viewed back ``[N, H, L, E]``.
+    """
+    from spyre_rules.backend.batch_matmul import batchmatmul
+
+    (n,) = torch.broadcast_shapes(q.shape[:1], k.shape[:1], v.shape[:1])
+    _, heads, rows, e = q.shape
+    kv_heads, cols = k.size(-3), k.size(-2)
+    repeats = heads // kv_heads
+    q5 = q.unflatten(1, (kv_heads, repeats)).expand(n, kv_heads, repeats, rows, e)
+    kt = (k.transpose(-2, -1) * factor).unsqueeze(2)
+    # [N, KV, R, L, S]: the same elements as ATen's scores, each the same dot product
+    scores = batchmatmul(q5, kt.expand(n, kv_heads, repeats, e, cols))
+    if attn_mask is not None:
+        mask = _rows_outermost(attn_mask)
+        mask = mask.unflatten(1, (kv_heads, repeats)) if mask.size(1) == heads else mask.unsqueeze(1)
+        scores = scores + mask
+    attn = aten._safe_softmax.default(scores, -1)
+    v5 = v.unsqueeze(2).expand(n, kv_heads, repeats, cols, v.size(-1))
+    output = batchmatmul(attn, v5)
+    return output.flatten(1, 2).to(origin), attn.flatten(1, 2).to(origin)
 
 
 def _in_memory_order_of(like: Any, value: Any) -> Any:

@@ -32,10 +32,28 @@ __all__ = ["batchmatmul", "keep_matmul_batch"]
 def batchmatmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``a[*batch, M, K] @ b[*batch, K, N] (+ bias)`` (equal batch shapes); a half
     product and its bias are summed before the one rounding, as ``linear`` does."""
+    a, b = _repeated_in_own_layout(a), _repeated_in_own_layout(b)
     if bias is None:
         return torch.matmul(a, b)
     wide = torch.matmul(a.float(), b.float()) + bias.float()
     return wide.to(torch.promote_types(a.dtype, bias.dtype))
+
+
+def _repeated_in_own_layout(t: torch.Tensor) -> torch.Tensor:
+    """``t`` broadcast over a batch dim (a zero stride) of a product of rank above 3, copied
+    with each matrix in ``t``'s own layout.
+
+    ``torch.matmul`` merges such a batch with a row-major copy, and the CPU's product of a
+    transposed operand sums in another order than that of a row-major one; a model that
+    repeats a tensor first (ATen's grouped-query attention repeats each key head, then
+    transposes it) multiplies the transposed layout.  Copied in its own layout, the
+    broadcast operand gives those bits (``attention._grouped_attention``).  Eager only:
+    the lowering reads the operand in place."""
+    if t.dim() <= 3 or all(t.stride(d) or t.size(d) == 1 for d in range(t.dim() - 2)):
+        return t
+    if t.stride(-2) == 1 and t.stride(-1) != 1:
+        return t.mT.contiguous().mT
+    return t.contiguous()
 
 
 @batchmatmul.register_fake

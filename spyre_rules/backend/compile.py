@@ -112,10 +112,12 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     static = StaticCompile(gm, example_inputs)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.backend.einsum_batch import keep_einsum_batch
+    from spyre_rules.backend.grouped_attention import grouped_kv_heads
     from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
     from spyre_rules.hints import bind_input_dim_names
 
     rewrite_gathered_page_attention(gm)  # before keep_matmul_batch rewrites its matmuls
+    grouped_kv_heads(gm)
     keep_einsum_batch(gm)
     keep_matmul_batch(gm)
     compile_inputs = (example_inputs if meta_outputs is None
@@ -184,6 +186,7 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
         raise UnsupportedGraph(reason)
     from spyre_rules.backend.batch_matmul import keep_matmul_batch
     from spyre_rules.backend.einsum_batch import keep_einsum_batch
+    from spyre_rules.backend.grouped_attention import grouped_kv_heads
     from spyre_rules.hints import bind_input_dim_names
 
     from spyre_rules.backend.regions import has_regions, inline_regions
@@ -193,6 +196,7 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     if has_regions(gm):
         inline_regions(gm)  # a capture stops at one seam: the whole graph's
     rewrite_gathered_page_attention(gm)
+    grouped_kv_heads(gm)
     keep_einsum_batch(gm)
     keep_matmul_batch(gm)
     if meta_device.has_meta_inputs(example_inputs):

@@ -8,7 +8,8 @@ when compilation raises).  Hook points and why each is needed are described in
 * Inductor config: no reduction splitting/unrolling (we need one Reduction per
   aten reduction), no buffer reuse (every buffer gets its own device
   allocation), no FX graph cache (a cache hit skips lowering and all our hooks),
-  the post-fusion seam ``_post_fusion_custom_pass``.
+  the post-fusion seam ``_post_fusion_custom_pass``, and the post-grad graph pass
+  (``post_grad.py``: complex values as real parts, slice_scatter as cat).
 * ``Loops.has_large_inner_fn -> True``: every Pointwise is realized, i.e. one
   ComputedBuffer per aten op instead of inlined chains.
 * ``SizeVarAllocator._simplify_loops_impl`` no-op: Inductor must not merge
@@ -55,8 +56,9 @@ from torch._inductor.sizevars import SizeVarAllocator
 from torch._inductor.scheduler import Scheduler
 
 from spyre_rules.backend import (
-    attention, concat, depthwise_conv, grouped_mm, hinted_fills, histogram, host_steps, matmul,
-    named_dims, pre_scheduling, precision_casts, ranking, scan, triangular_solve,
+    attention, concat, depthwise_conv, eye, grouped_mm, hinted_fills, histogram,
+    host_steps, matmul, named_dims, post_grad, pre_scheduling, precision_casts, ranking, scan,
+    triangular_solve,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -80,6 +82,8 @@ def inductor_config_patches() -> dict[str, Any]:
         # Padding would change host strides of buffers behind our back.
         "comprehensive_padding": False,
         "_post_fusion_custom_pass": RulesPostFusionPass(),
+        # complex values as real parts, slice_scatter as a concatenation (post_grad.py)
+        "post_grad_custom_pre_pass": post_grad.RulesPostGradPass(),
     }
 
 
@@ -89,9 +93,10 @@ def decomposition_table() -> dict[Any, Any]:
     On CPU Inductor decomposes small mm/bmm/addmm into mul + sum before lowering;
     removing them makes every matmul reach our lowering (as batchmatmul).  The
     fused CPU attention kernel is decomposed into ops we lower (attention.py), a
-    constant pad into a concatenation (concat.py), histc into a counting reduction
-    (histogram.py), a depthwise conv1d into shifted slices (depthwise_conv.py) and a
-    triangular solve into matmuls by doubling (triangular_solve.py).
+    constant pad into a concatenation (concat.py), an identity matrix from int32
+    ranges (eye.py), histc into a counting reduction (histogram.py), a depthwise
+    conv1d into shifted slices (depthwise_conv.py) and a triangular solve into
+    matmuls by doubling (triangular_solve.py).
     """
     from torch._inductor.decomposition import select_decomp_table
 
@@ -101,6 +106,7 @@ def decomposition_table() -> dict[Any, Any]:
             table.pop(getattr(packet, overload), None)
     table.update(attention.attention_decompositions())
     table.update(concat.pad_decompositions())
+    table.update(eye.eye_decompositions())  # int32 ranges, not uint8 (Kimi-Linear)
     # experts and state-space layers (issue 41): counting experts, the Mamba2 conv1d
     table.update(histogram.histogram_decompositions())
     table.update(depthwise_conv.depthwise_conv_decompositions())

@@ -17,6 +17,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
+from spyre_rules.backend.stick_choice import restuck_for_broadcast_read
 from spyre_rules.backend.support import is_opaque_input, static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
@@ -80,6 +81,7 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
             op.layout = layout
             state.layouts[op.get_name()] = layout
     state.regions = region_bases(graph)
+    restrided: set[str] = set()
     for op in graph.operations:
         if not isinstance(op, ir.ComputedBuffer):
             continue
@@ -101,6 +103,11 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
         if not isinstance(op.layout, ir.FixedLayout):
             op.freeze_layout()
         layout = tiled_layout_for(op, op.layout, op_description(op))
+        # stick_choice.py: stuck on the variable its big broadcast read is stuck on
+        restuck = restuck_for_broadcast_read(op, layout, state.layouts, restrided)
+        if restuck is not None:
+            layout = restuck
+            restrided.add(op.get_name())
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout

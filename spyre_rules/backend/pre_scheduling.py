@@ -11,6 +11,9 @@ order:
    Spyre ops read a layout; ``host_step_records`` adds their plan records last);
 2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
+   then, with automatic tiling on, ``window_gathered_reads``: an op whose gathered
+   rows alone overflow the limit reads its table in windows of rows
+   (backend/gathered_windows.py);
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
 5. every pass in ``pass_lists.PRE_SCHEDULING_PASSES``, in order (hints, then
    coarse tiling; each is called as ``fn(graph)`` and may update the op's plan
@@ -30,6 +33,7 @@ from typing import Any
 from torch._inductor import ir
 
 from spyre_rules.backend.dead_ops import drop_dead_ops
+from spyre_rules.backend.gathered_windows import window_gathered_reads
 from spyre_rules.backend.collectives import register_collective_steps
 from spyre_rules.backend.host_steps import (
     active_plan,
@@ -45,6 +49,7 @@ from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState, graph_state
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.op_identity import op_kind
+from spyre_rules.passes.pipeline import automatic_tiling_enabled
 from spyre_rules.passes.plan_record import HOST_STEP_KIND, OpPlanRecord
 from spyre_rules.program.memory_map import MemoryMap
 
@@ -155,6 +160,8 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     assign_layouts(graph, state)
     host_step_layouts(graph, state)
     insert_restickify(graph, state)
+    if automatic_tiling_enabled():
+        window_gathered_reads(graph, state.host_steps)
     record_plan(graph, state)
     capturing = _capture_sink is not None
     try:

@@ -30,6 +30,7 @@ from torch._inductor.virtualized import V, ops
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.restickify_facts import staged_restickify_layout
 from spyre_rules.facts.stick_layout import restickify_layout, within_stick_host_dim
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -37,10 +38,12 @@ from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import RenameLoads, drop_caches, op_description, set_frozen
 from spyre_rules.ir.op_identity import set_op_kind
 
-__all__ = ["insert_restickify", "RESTICKIFY_KIND", "stick_vars"]
+__all__ = ["insert_restickify", "RESTICKIFY_KIND", "RESTICKIFY_STAGE_KIND", "stick_vars"]
 
 #: The stamped kind (``set_op_kind``) of inserted copies; codegen names their OpSpecs after it.
 RESTICKIFY_KIND = "ReStickifyOpHBM"
+#: ... and of the first stage of a copy that goes through an intermediate (rules/restickify.rules).
+RESTICKIFY_STAGE_KIND = "ReStickifyStageHBM"
 
 
 def stick_vars(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
@@ -139,6 +142,52 @@ def _make_restickify(
         [sympy.Integer(s) for s in stride],
         device_layout=restickify_layout(size, stride, src_layout.dtype, dim),
     )
+    name = _insert_copy(graph, state, src, layout, consumer, RESTICKIFY_KIND)
+    state.restickified[key] = name
+    _stage_if_policy_says(graph, state, src, name)
+    return name
+
+
+def _stage_if_policy_says(graph: Any, state: RulesGraphState, src: str, name: str) -> None:
+    """Send the copy ``name`` of ``src`` through intermediates where the ``restickify``
+    section says so (rules/restickify.rules), asked for each side before anything changes:
+    the source side reads through a buffer still stuck on the source's stick dim with the
+    new stick dim just outside it, the output side writes through one stuck on the new
+    stick dim with the old one just outside it; the copy then reads the last of them
+    instead of ``src`` (docs/layout_model.md §1.6).  Every stage is a plain copy: exact."""
+    from spyre_rules.engine.api import restickify_staged
+
+    copy = V.graph.get_buffer(name)
+    sides = []
+    for side in ("source", "output"):
+        staged, steps = restickify_staged(copy, side)
+        state.restickify_stages.setdefault(name, []).extend(steps)
+        sides.append(staged)
+    if not any(sides):
+        return
+    src_layout = state.layouts[src]
+    size = [int(s) for s in src_layout.size]
+    stride = [int(s) for s in src_layout.stride]
+    old = within_stick_host_dim(size, stride, src_layout.device_layout)
+    new = within_stick_host_dim(size, stride, state.layouts[name].device_layout)
+    read = src
+    for staged, stick, outside in zip(sides, (old, new), (new, old)):
+        if staged:
+            layout = FixedTiledLayout(
+                src_layout.device, src_layout.dtype, [sympy.Integer(s) for s in size],
+                [sympy.Integer(s) for s in stride],
+                device_layout=staged_restickify_layout(size, stride, src_layout.dtype, stick,
+                                                       outside),
+            )
+            read = _insert_copy(graph, state, read, layout, copy, RESTICKIFY_STAGE_KIND)
+    _read_through_copies(copy, {src: read})
+
+
+def _insert_copy(graph: Any, state: RulesGraphState, src: str, layout: FixedTiledLayout,
+                 consumer: ir.ComputedBuffer, kind: str) -> str:
+    """A Pointwise copy of ``src`` into a new buffer of ``layout``, placed before ``consumer``."""
+    size = [int(s) for s in layout.size]
+    stride = [int(s) for s in state.layouts[src].stride]
 
     def inner_fn(index: Any) -> Any:
         # Index through the source's *current* layout (like Inductor's lazy
@@ -149,7 +198,7 @@ def _make_restickify(
         return ops.load(src, sum((i * s for i, s in zip(index, stride)), sympy.Integer(0)))
 
     data = ir.Pointwise(
-        device=src_layout.device, dtype=src_layout.dtype, inner_fn=inner_fn,
+        device=layout.device, dtype=layout.dtype, inner_fn=inner_fn,
         ranges=[sympy.Integer(s) for s in size],
     )
     buf = ir.ComputedBuffer(name=None, layout=layout, data=data)
@@ -158,9 +207,8 @@ def _make_restickify(
     graph.operations.remove(buf)
     graph.operations.insert(graph.operations.index(consumer), buf)
     buf.origins = type(consumer.origins)(consumer.origins)
-    set_op_kind(buf, RESTICKIFY_KIND)
+    set_op_kind(buf, kind)
     state.layouts[name] = layout
-    state.restickified[key] = name
     return name
 
 

@@ -39,6 +39,7 @@ from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import op_description
 from spyre_rules.ir.loop_stamp import (
     loop_count,
+    loop_reduction_remainders,
     loop_remainders,
     loop_tiled_dims,
     loop_tiled_reduction_dims,
@@ -231,15 +232,23 @@ def tail_ranges(op: ir.ComputedBuffer) -> list[dict[Any, int]]:
     """Per loop level (outermost first), ``{iteration symbol: last tile extent}`` of
     the op's dims the level tiles with a shorter last tile (the symbols are the
     OpSpec's ``c0, c1, ...``); codegen runs that level's last iteration with them."""
-    kept = _kept_dims(op)
-    return [{sympy_index_symbol(f"c{kept.index(d)}"): last for d, last in level.items()}
-            for level in loop_remainders(op)]
+    kept, kept_red = _kept_dims(op), _kept_reduction_dims(op)
+    reductions = loop_reduction_remainders(op) or [{} for _ in loop_remainders(op)]
+    return [{**{sympy_index_symbol(f"c{kept.index(d)}"): last for d, last in level.items()},
+             **{sympy_index_symbol(f"c{len(kept) + kept_red.index(r)}"): last
+                for r, last in red.items()}}
+            for level, red in zip(loop_remainders(op), reductions)]
 
 
 def _loop_reduction_extents(op: ir.ComputedBuffer) -> dict[int, int]:
-    """The same for each tiled reduction dim (a reduction level walks the whole range)."""
-    return _extents([int(r) for r in op.get_reduction_size()], loop_tiled_reduction_dims(op),
-                    [int(c) for c in loop_count(op)])
+    """The same for each tiled reduction dim (a reduction level walks the whole range,
+    less what a shorter last tile leaves out)."""
+    sizes = [int(r) for r in op.get_reduction_size()]
+    extents = _extents(sizes, loop_tiled_reduction_dims(op), [int(c) for c in loop_count(op)])
+    for level in loop_reduction_remainders(op):
+        for r, last in level.items():
+            extents[r] -= sizes[r] - last
+    return extents
 
 
 def _sizes_body(op: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], LoopBody]:

@@ -88,8 +88,10 @@ def explain(fn: Any, inputs: list[Any], max_span_bytes: int | None) -> dict[str,
     settings = {"ignore_span_overflow_hints": False, "ignore_wsr_hints": False}
     if max_span_bytes is not None:
         settings["max_span_bytes"] = max_span_bytes
-    ops = spyre_rules.capture_operations(fn, *inputs)
+    # captured under the settings too: the seam's edits may depend on the limit
+    # (backend/gathered_windows.py)
     with config.patch(**settings):
+        ops = spyre_rules.capture_operations(fn, *inputs)
         decisions = plan_graph(ops)
         report: dict[str, Any] = {
             "rules": get_policy().source,

@@ -162,8 +162,10 @@ def plot_program(fn: Any, inputs: list[Any], settings: dict[str, Any], path: Pat
 
     from spyre_rules.commands.policy_runner import run_grouping
 
-    ops = spyre_rules.capture_operations(fn, *inputs)
+    # captured under the settings too: the seam's edits may depend on the limit
+    # (backend/gathered_windows.py)
     with config.patch(**settings):
+        ops = spyre_rules.capture_operations(fn, *inputs)
         decisions = plan_graph(ops)
         groups, actions, _error = run_grouping(ops, [])
         grouped = {name: (g.member_splits.get(name, g.splits), f"grouping.{actions[name].rule}")

@@ -43,7 +43,7 @@ EDITS = {
 
 _DECISIONS = ("plan", "no_plan", "unsupported")
 _TEST_KEYS = {"name", "about", "example", "program", "inputs", "config", "edits",
-              "include_graph_inputs", "ops", "groups", "grouping_error"}
+              "include_graph_inputs", "ops", "groups", "grouping_error", "staged"}
 _OP_KEYS = {*_DECISIONS, "rule", "grouping"}
 #: a collectives test: a collective step's buffers and the chunking the policy must pick
 _COLLECTIVE_KEYS = {"name", "about", "collective", "reads", "writes", "config", "chunks"}
@@ -104,6 +104,9 @@ class PolicyTest:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     chunks: tuple[int, int, int] | None = None   # (host dim, length, count); None: no chunks
+    # restickified buffer -> the restickify rules that fired for it (empty: one copy);
+    # such a test captures its program under its config (the backend stages while capturing)
+    staged: dict[str, tuple[str, ...]] | None = None
 
     @property
     def where(self) -> str:
@@ -246,8 +249,15 @@ class _Reader:
             self.typed(grouping_error, str, "grouping_error")
             if groups is not None:
                 raise self.error("give groups or grouping_error, not both")
-        if not ops and groups is None and grouping_error is None:
-            raise self.error("expects nothing: add ops.NAME, groups or grouping_error")
+        staged = raw.get("staged")
+        if staged is not None:
+            self.typed(staged, dict, "staged")
+            for name, rules in staged.items():
+                if not (isinstance(rules, list) and all(isinstance(r, str) for r in rules)):
+                    raise self.error(f"staged.{name} is a list of \"restickify.RULE\" names, got {rules!r}")
+            staged = {name: tuple(rules) for name, rules in staged.items()}
+        if not ops and groups is None and grouping_error is None and staged is None:
+            raise self.error("expects nothing: add ops.NAME, groups, grouping_error or staged")
         return PolicyTest(
             file=self.file, line=self.line, name=self.name,
             about=self.typed(raw.get("about", ""), str, "about"),
@@ -257,7 +267,7 @@ class _Reader:
             include_graph_inputs=self.typed(raw.get("include_graph_inputs", False), bool,
                                             "include_graph_inputs"),
             ops={op: self.op_expect(op, table) for op, table in ops.items()},
-            groups=groups, grouping_error=grouping_error,
+            groups=groups, grouping_error=grouping_error, staged=staged,
         )
 
 

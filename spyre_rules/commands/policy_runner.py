@@ -51,15 +51,21 @@ def _program(test: PolicyTest) -> tuple[Any, list[Any], int | None]:
     return fn, inputs, None
 
 
-def _capture(test: PolicyTest) -> tuple[Any, int | None]:
+def _capture(test: PolicyTest, rules_path: str | None) -> tuple[Any, int | None]:
+    """The program's ops as the backend hands them to the planner, captured under the
+    test's settings: the seam's edits may depend on them (a gathered read whose rows
+    alone overflow the limit is read in windows, backend/gathered_windows.py)."""
     import spyre_rules
+    from spyre_rules import config
 
-    key = (test.example, test.program, tuple(test.inputs.items()))
+    fn, inputs, limit = _program(test)
+    settings = _settings(test, limit, rules_path)
+    key = (test.example, test.program, tuple(test.inputs.items()), tuple(sorted(settings.items())))
     if not test.edits and key in _CAPTURED:
         return _CAPTURED[key]
-    fn, inputs, limit = _program(test)
     try:
-        ops = spyre_rules.capture_operations(fn, *inputs)
+        with config.patch(**settings):
+            ops = spyre_rules.capture_operations(fn, *inputs)
     except Exception as err:  # noqa: BLE001 - the backend refuses the program: a harness error
         raise HarnessError(f"capturing the program failed: {type(err).__name__}: {err}") from None
     if not test.edits:
@@ -219,6 +225,26 @@ def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, 
         steps.extend(trace)
 
 
+def _check_stages(expected: dict[str, tuple[str, ...]], ops: Any, steps: list[Any],
+                  check: _Check) -> None:
+    """Compare the restickify rules that fired per restickified buffer (the backend's
+    record of them while capturing) with the test's ``staged``."""
+    from spyre_rules.ir.graph_state import graph_state
+
+    stages: dict[str, list[Any]] = {}
+    for graph in ops.graphs:
+        stages.update(graph_state(graph).restickify_stages)
+    for trace in stages.values():
+        steps.extend(trace)
+    for name, rules in expected.items():
+        trace = stages.get(name)
+        actual = None if trace is None else tuple(f"{s.section}.{s.rule}" for s in trace)
+        if actual != rules:
+            shown = (f"(no restickified buffer {name}; restickified: {', '.join(stages) or 'none'})"
+                     if actual is None else str(list(actual)))
+            check.mismatch(f"{name} restickify stages", str(list(rules)), shown, trace)
+
+
 def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
     """Run ``test`` against the policy at ``rules_path`` (None: the bundled rules)."""
     from spyre_rules import config
@@ -228,12 +254,14 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
         from spyre_rules.commands.policy_collectives import run_collective_test
 
         return Outcome(test, *run_collective_test(test, rules_path, HarnessError))
-    ops, example_limit = _capture(test)
+    ops, example_limit = _capture(test, rules_path)
     for i, edit in enumerate(test.edits):
         _apply(edit, ops, hint_id=i + 1)
     steps: list[Any] = []
     grouping_steps: list[Any] = []
     check = _Check()
+    if test.staged is not None:
+        _check_stages(test.staged, ops, steps, check)
     with config.patch(**_settings(test, example_limit, rules_path)):
         decisions = {d.op: d for d in plan_graph(ops)}
         if test.include_graph_inputs:

@@ -22,6 +22,7 @@ _LAZY = {
     "plan_span_overflow_tile": "spyre_rules.engine.api",
     "explain_op": "spyre_rules.engine.api",
     "plan_graph": "spyre_rules.engine.api",
+    "restickify_staged": "spyre_rules.engine.api",
     "decide_groups": "spyre_rules.engine.grouping",
     "GroupingOutcome": "spyre_rules.engine.grouping",
     "HINT_ID_BASE": "spyre_rules.engine.grouping",

@@ -3,6 +3,8 @@
 * ``plan_span_overflow_tile(op, max_cores=None)`` -> plan | None, or raises
   ``spyre_rules.Unsupported`` with the deciding rule's message (docs/layout_model.md §4.8);
 * ``explain_op(op)`` -> the :class:`OpDecision` with its rule trace;
+* ``restickify_staged(op)`` -> whether a restickify copy goes through an intermediate
+  (the ``restickify`` section), with the trace of the rule that decided;
 * ``plan_graph(operations)`` -> one :class:`OpDecision` per op (never raises
   Unsupported: it is recorded in the decision).
 
@@ -26,7 +28,8 @@ from spyre_rules.facts import memo
 from spyre_rules.engine.policy import get_policy
 from spyre_rules.engine.records import OpDecision, SpanOverflowTilePlan
 
-__all__ = ["evaluator", "explain_op", "graph_scope", "plan_graph", "plan_span_overflow_tile"]
+__all__ = ["evaluator", "explain_op", "graph_scope", "plan_graph", "plan_span_overflow_tile",
+           "restickify_staged"]
 
 
 #: Set by ``capture_operations`` on every captured op: the GraphLowering it belongs to.
@@ -70,6 +73,16 @@ def explain_op(op: Any, max_cores: int | None = None) -> OpDecision:
     with _op_graph(op, getattr(op, OWNER_GRAPH_ATTR, None)):
         _require_graph(op)
         return evaluator(max_cores).decide(op)
+
+
+def restickify_staged(op: Any, side: str) -> tuple[bool, list[Any]]:
+    """Whether the restickify copy ``op`` goes through an intermediate on its ``side``
+    (``"source"`` or ``"output"``: the ``restickify`` section), and the trace of the rule
+    that decided (empty: none fired)."""
+    with _op_graph(op, getattr(op, OWNER_GRAPH_ATTR, None)):
+        _require_graph(op)
+        with memo.stable():
+            return evaluator().staged(op, side)
 
 
 @contextlib.contextmanager

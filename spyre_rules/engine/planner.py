@@ -26,6 +26,7 @@ from spyre_rules.engine.eligibility import EligibilityEvaluation
 from spyre_rules.engine.legality import LegalityEvaluation
 from spyre_rules.engine.policy import Policy
 from spyre_rules.engine.program import Requirement, Rule
+from spyre_rules.engine.restickify import RestickifyEvaluation
 from spyre_rules.engine.records import NO_PLAN, PLAN, UNSUPPORTED, OpDecision, SpanOverflowTilePlan, TraceStep
 from spyre_rules.engine.search import SearchEvaluation, cap_splits
 from spyre_rules.engine.validation import ValidationEvaluation
@@ -37,7 +38,7 @@ __all__ = ["Evaluator", "cap_splits"]
 
 
 class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation, SearchEvaluation,
-                ValidationEvaluation):
+                ValidationEvaluation, RestickifyEvaluation):
     """Runs the policy's sections for ops under one configuration snapshot (each
     section kind's evaluation is its module's mixin: ``program.SECTION_MODULES``)."""
 

@@ -68,6 +68,7 @@ class Program:
     validation: list[Requirement]
     grouping: list[Rule]
     collectives: Any    # engine/collectives.py Collectives
+    restickify: list[Rule]
 
 
 class ItemCompiler:
@@ -149,6 +150,7 @@ SECTION_MODULES = {
     "validation": "spyre_rules.engine.validation",
     "grouping": "spyre_rules.engine.grouping",
     "collectives": "spyre_rules.engine.collectives",
+    "restickify": "spyre_rules.engine.restickify",
 }
 
 
@@ -181,4 +183,5 @@ def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
         validation=compiled("validation"),
         grouping=compiled("grouping"),
         collectives=compiled("collectives"),
+        restickify=compiled("restickify"),
     )

@@ -65,10 +65,26 @@ def _index_tensor(spec: OpSpec, entry: dict[str, Any]) -> str:
     source = program[entry["in"][0]]
     while source["op"] in ("to_dtype", "identity"):
         source = program[source["in"][0]]
-    users = [a.name for a in spec.args if any(str(i.symbol) == entry["symbol"]
-                                              for i in a.indirect)]
+    symbols = {entry["symbol"]} | _windows_of(program, entry)
+    users = dict.fromkeys(a.name for a in spec.args if any(str(i.symbol) in symbols for i in a.indirect))
     read = f"; read from tensor {spec.args[source['arg']].name}" if source["op"] == "load" else ""
     return f" (indexing tensor {', '.join(map(str, users))}{read})"
+
+
+def _windows_of(program: list[dict[str, Any]], entry: dict[str, Any]) -> set[str]:
+    """The indirect symbols computed from ``entry``'s index value: a table read in
+    windows (backend/gathered_windows.py) binds the whole index only to check it and
+    reads through one symbol per window, each computed from that same value."""
+    derived = {entry["in"][0]}
+    out = set()
+    for position, other in enumerate(program):
+        if position in derived or not any(v in derived for v in other.get("in", ())
+                                          if isinstance(v, int)):
+            continue
+        derived.add(position)
+        if other["op"] == "indirect_index":
+            out.add(other["symbol"])
+    return out
 
 
 def _point(bad: torch.Tensor, env: dict[str, Any]) -> str:

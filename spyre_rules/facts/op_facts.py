@@ -25,7 +25,9 @@ effect) and re-exports their names, so callers keep one import.
 
 from __future__ import annotations
 
-from spyre_rules.facts import access, alignment, hint_kinds, layout_facts, op_kind, reduction_facts
+from spyre_rules.facts import (
+    access, alignment, hint_kinds, layout_facts, op_kind, reduction_facts, restickify_facts,
+)
 from spyre_rules.facts.access import (
     full_output_coords,
     has_output_coords,
@@ -69,11 +71,12 @@ from spyre_rules.facts.reduction_facts import (
     split_extent,
 )
 from spyre_rules.facts.registry import FactRegistry
+from spyre_rules.facts.restickify_facts import restickify_output_run_bytes, restickify_source_run_bytes
 from spyre_rules.facts.snapshot import OpFacts
 
 #: Every bundled fact, from the modules that define them (the engine's default registry).
 REGISTRY = FactRegistry.from_modules(op_kind, hint_kinds, access, alignment, layout_facts,
-                                     reduction_facts)
+                                     reduction_facts, restickify_facts)
 
 #: Prelude fact name -> its Python function (``REGISTRY.functions``).
 FACTS = REGISTRY.functions

@@ -41,6 +41,9 @@ class RulesGraphState:
     named_buffers: dict[str, tuple[str | None, ...]] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
+    #: restickified buffer -> the trace of the ``restickify`` section's decision on it
+    #: (a rule that fired sent it through an intermediate; backend/restickify.py).
+    restickify_stages: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     #: the simulated HBM map (program.memory_map.MemoryMap), set last before scheduling.
     memory: Any = None
     #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).

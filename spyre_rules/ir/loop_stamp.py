@@ -19,6 +19,8 @@ Fields, one entry per loop level, outermost first (docs/layout_model.md §5.2):
   level's last tile of each dim: the tile extent itself when the count divides
   the dim, shorter for a remainder tile (docs/layout_model.md §5.2), which
   codegen runs as a peeled last iteration.  Empty: every tile is whole.
+* ``last_reduction_tiles`` -- the same for ``tiled_reduction_dims``: a reduction
+  level's last tile may be shorter too (its combine step accumulates it like any).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "loop_group_id",
     "loop_stamp",
     "loop_tiled_dims",
+    "loop_reduction_remainders",
     "loop_remainders",
     "loop_tiled_reduction_dims",
     "set_loop_stamp",
@@ -48,6 +51,7 @@ class LoopStamp:
     tiled_dims: tuple[tuple[int, ...], ...]
     tiled_reduction_dims: tuple[tuple[int, ...], ...]
     last_tiles: tuple[tuple[int, ...], ...] = ()
+    last_reduction_tiles: tuple[tuple[int, ...], ...] = ()  # the same, of tiled_reduction_dims
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "group_id", tuple(self.group_id))
@@ -59,6 +63,12 @@ class LoopStamp:
         if self.last_tiles and [len(t) for t in self.last_tiles] != [len(d) for d in self.tiled_dims]:
             raise ValueError(f"LoopStamp: last_tiles {self.last_tiles} do not align with "
                              f"tiled_dims {self.tiled_dims}")
+        object.__setattr__(self, "last_reduction_tiles",
+                           tuple(tuple(int(t) for t in d) for d in self.last_reduction_tiles))
+        if self.last_reduction_tiles and [len(t) for t in self.last_reduction_tiles] != [
+                len(d) for d in self.tiled_reduction_dims]:
+            raise ValueError(f"LoopStamp: last_reduction_tiles {self.last_reduction_tiles} do "
+                             f"not align with tiled_reduction_dims {self.tiled_reduction_dims}")
         levels = len(self.group_id)
         for name in ("counts", "tiled_dims", "tiled_reduction_dims"):
             if len(getattr(self, name)) != levels:
@@ -102,6 +112,20 @@ def loop_tiled_reduction_dims(op: Any) -> list[list[int]]:
     """Per level, the ``reduction_ranges`` positions it divides; ``[]`` outside every loop."""
     stamp = loop_stamp(op)
     return [] if stamp is None else [list(d) for d in stamp.tiled_reduction_dims]
+
+
+def loop_reduction_remainders(op: Any) -> list[dict[int, int]]:
+    """Per level, ``{reduction_ranges position: last tile extent}`` of the reduction dims
+    the level tiles with a shorter last tile (one level only: coarse_tile); ``[]``
+    outside every loop.  The op's reduction ranges hold the whole tile."""
+    stamp = loop_stamp(op)
+    if stamp is None:
+        return []
+    if not any(stamp.last_reduction_tiles):
+        return [{} for _ in range(stamp.depth)]
+    ranges = [int(r) for r in op.data.reduction_ranges]
+    return [{d: last for d, last in zip(dims, lasts) if last != ranges[d]}
+            for dims, lasts in zip(stamp.tiled_reduction_dims, stamp.last_reduction_tiles)]
 
 
 def loop_remainders(op: Any) -> list[dict[int, int]]:

@@ -78,6 +78,7 @@ from spyre_rules.ir.ir_edit import drop_caches, op_description, set_frozen
 from spyre_rules.ir.loop_stamp import LoopStamp, loop_group_id, set_loop_stamp
 from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.in_place import in_place_target, spans_in_place_target_whole
+from spyre_rules.facts.layout_facts import within_stick_dim
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.tile_extent import tile_extent
@@ -112,7 +113,8 @@ class _OpPlan:
     tiled: list[list[int]]
     tiled_reduction: list[list[int]]
     last_tiles: list[list[int]]  # per level, aligned with ``tiled``: the last tile's extent
-    shorter: list[int]  # the dims whose last tile is shorter (remainder tiles)
+    last_reduction_tiles: list[list[int]]  # the same, aligned with ``tiled_reduction``
+    shorter: list[int]  # the dims (reduction dims past the ranges) whose last tile is shorter
     ranges: list[int]
     reduction_ranges: list[int]
     layout: tuple[list[int], list[int], Any] | None  # size, stride, device layout
@@ -293,17 +295,26 @@ def _static(values: Any, what: str, op: Any) -> list[int]:
         ) from None
 
 
-def _check_region(op: Any, old: list[int], new: list[int]) -> None:
+def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset[str]) -> None:
     """A concatenation's region op keeps its layout, a view of the whole result
     (docs/layout_model.md §5.10): each iteration writes its tile of the region
     straight into the result, like a tiled op writing its full buffer.  That is
     exact when every tiled dim is one the region spans whole: tile ``t`` of every
     region is then tile ``t`` of the result.  Along the concatenated dim the
-    regions' tiles would not line up with the result's."""
+    regions' tiles would not line up with the result's, which matters when the
+    result or a reader of it shares the loop (``loop_names``: the group's ops and
+    what they read; a user hint loop).  An automatic group never holds one (the
+    concatenation closes the grouping's run): a region may then split the
+    concatenated dim when that is not the stick dim, each tile whole rows of its
+    window (planner.rules ``concat_dims_whole``)."""
     view = op.layout.view
     base = V.graph.get_buffer(view.get_name())
     full = _static(base.get_size(), "concatenation size", op)
+    alone = view.get_name() not in loop_names
+    stick = within_stick_dim(base.get_layout()) if alone else None
     for d, (before, after) in enumerate(zip(old, new)):
+        if alone and stick is not None and d != stick:
+            continue
         if before != after and (d >= len(full) or full[d] != before):
             raise CoarseTileError(
                 f"coarse_tile: {op_description(op)} writes a region of the concatenation "
@@ -316,13 +327,13 @@ def _check_region(op: Any, old: list[int], new: list[int]) -> None:
 
 def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:
     """The tile extent of ``size`` under ``level``: for a planner's level
-    (``GroupLevel``) on an output dim no outer level tiles, ``tile_extent(size, count)``
-    (the tiles the planner measured: a shorter last one when they overshoot, also for a
-    count that divides ``size`` into tiles that would cut sticks); else an exact
-    division (a user hint, a reduction dim, an inner level on a dim)."""
+    (``GroupLevel``) on a dim (output or reduction) no outer level tiles,
+    ``tile_extent(size, count)`` (the tiles the planner measured: a shorter last one
+    when they overshoot, also for a count that divides ``size`` into tiles that would
+    cut sticks); else an exact division (an explicit level, an inner level on a dim)."""
     count = level.split
     tile = tile_extent(size, count)
-    if isinstance(level, GroupLevel) and what == "dim" and size == full and tile is not None:
+    if isinstance(level, GroupLevel) and size == full and tile is not None:
         return tile
     if size % count == 0:
         return size // count
@@ -331,6 +342,14 @@ def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d
         f"coarse_tile: {where}: count {count} does not divide {what} {d} "
         f"(size {size}{extra}) of {op_description(op)}"
     )
+
+
+def _loop_names(ops: Sequence[Any]) -> frozenset[str]:
+    """The buffers a loop's ops write or read (a concatenation in it is shared)."""
+    names = {op.get_name() for op in ops}
+    for op in ops:
+        names.update(getattr(op, "get_read_names", lambda: ())())
+    return frozenset(names)
 
 
 def _check_in_place(op: Any, old: list[int], new: list[int]) -> None:
@@ -352,10 +371,11 @@ def _check_in_place(op: Any, old: list[int], new: list[int]) -> None:
                 "of the target; tile another dim")
 
 
-def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], list[int], Any]:
+def _plan_layout(op: Any, old: list[int], new: list[int],
+                 loop_names: frozenset[str]) -> tuple[list[int], list[int], Any]:
     layout = op.layout
     if isinstance(layout, ir.NonOwningLayout):
-        _check_region(op, old, new)
+        _check_region(op, old, new, loop_names)
         return KEEP_LAYOUT
     if isinstance(layout, ir.MutationLayoutSHOULDREMOVE):
         _check_in_place(op, old, new)
@@ -393,14 +413,15 @@ def _plan_layout(op: Any, old: list[int], new: list[int]) -> tuple[list[int], li
     return new, new_stride, device
 
 
-def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
+def _plan_op(op: Any, index: int, levels: list[_Level], loop_names: frozenset[str]) -> _OpPlan:
     if isinstance(op, ir.ConcatKernel):
         # computes nothing: a member so that the loop stays contiguous, tiling none
         # of its dims (its regions write their tiles into it; see _check_region)
         return _OpPlan(op=op, group_id=(index,) + (0,) * (len(levels) - 1),
                        counts=[sympy.Integer(level.split) for level in levels],
                        tiled=[[] for _ in levels], tiled_reduction=[[] for _ in levels],
-                       last_tiles=[[] for _ in levels], shorter=[], ranges=[], reduction_ranges=[],
+                       last_tiles=[[] for _ in levels], last_reduction_tiles=[[] for _ in levels],
+                       shorter=[], ranges=[], reduction_ranges=[],
                        layout=None)
     data = getattr(op, "data", None)
     if not isinstance(op, ir.ComputedBuffer) or not isinstance(data, (ir.Pointwise, ir.Reduction)):
@@ -423,7 +444,9 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
     tiled: list[list[int]] = []
     tiled_red: list[list[int]] = []
     last_tiles: list[list[int]] = []
+    last_red_tiles: list[list[int]] = []
     shorter: list[int] = []  # dims with a remainder tile
+    shorter_red: list[int] = []  # reduction dims with a remainder tile
     for li, level in enumerate(levels):
         where = f"group {index} level {li}"
         dims, red_dims = _level_dims(op, level, len(ranges), red, where)
@@ -445,30 +468,36 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
                 f"its reduction dim {red_dims[0]} inside a loop over its reduction dim "
                 f"{min(earlier)}; an index reduction accumulates over one tiled reduction dim"
             )
-        lasts: list[int] = []
-        level_tiles: list[int] = []
-        for sizes, full, positions, what in (
-            (ranges, old, dims, "dim"), (red, old_red, red_dims, "reduction dim"),
+        lasts: dict[str, list[int]] = {"dim": [], "reduction dim": []}
+        for sizes, full, positions, what, gone in (
+            (ranges, old, dims, "dim", shorter), (red, old_red, red_dims, "reduction dim", shorter_red),
         ):
             for d in positions:
                 tile = _tile(op, level, what, sizes[d], full[d], where, d)
-                if what == "dim":
-                    lasts.append(sizes[d] - (level.split - 1) * tile)
-                    level_tiles.append(tile)
+                lasts[what].append(sizes[d] - (level.split - 1) * tile)
+                if lasts[what][-1] != tile:
+                    gone.append(d)
                 sizes[d] = tile
         tiled.append(dims)
         tiled_red.append(red_dims)
-        last_tiles.append(lasts)
-        shorter.extend(d for d, last, tile in zip(dims, lasts, level_tiles) if last != tile)
-    for d in shorter:
-        if sum(d in dims for dims in tiled) > 1:
+        last_tiles.append(lasts["dim"])
+        last_red_tiles.append(lasts["reduction dim"])
+    if shorter_red and str(op.data.reduction_type) in FIELDS:
+        # a multi-field combine counts whole tiles (argmax's index offset, welford's weight)
+        raise CoarseTileError(
+            f"coarse_tile: group {index}: {op_description(op)} ({op.data.reduction_type}) "
+            f"tiles reduction dim {shorter_red[0]} with a shorter last tile; its accumulator "
+            "combines whole tiles only")
+    for d, levels_of, size in ([(d, tiled, old[d]) for d in shorter]
+                               + [(d, tiled_red, old_red[d]) for d in shorter_red]):
+        if sum(d in dims for dims in levels_of) > 1:
             # the peeled last iteration clips one level; a dim two levels walk
             # would leave a different last tile per outer iteration
             raise CoarseTileError(
-                f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {old[d]}) "
+                f"coarse_tile: group {index}: {op_description(op)} tiles dim {d} (size {size}) "
                 "at several levels with a shorter last tile; a dim with a remainder tile is "
                 "tiled by one level")
-    layout = _plan_layout(op, old, ranges) if ranges != old else None
+    layout = _plan_layout(op, old, ranges, loop_names) if ranges != old else None
     return _OpPlan(
         op=op,
         group_id=(index,) + (0,) * (len(levels) - 1),
@@ -476,7 +505,8 @@ def _plan_op(op: Any, index: int, levels: list[_Level]) -> _OpPlan:
         tiled=tiled,
         tiled_reduction=tiled_red,
         last_tiles=last_tiles,
-        shorter=shorter,
+        last_reduction_tiles=last_red_tiles,
+        shorter=shorter + [len(ranges) + d for d in shorter_red],
         ranges=ranges,
         reduction_ranges=red,
         layout=layout,
@@ -504,7 +534,8 @@ def _apply(plan: _OpPlan) -> None:
     set_loop_stamp(op, LoopStamp(group_id=plan.group_id, counts=plan.counts,
                                  tiled_dims=plan.tiled,
                                  tiled_reduction_dims=plan.tiled_reduction,
-                                 last_tiles=plan.last_tiles if remainder else ()))
+                                 last_tiles=plan.last_tiles if remainder else (),
+                                 last_reduction_tiles=plan.last_reduction_tiles if remainder else ()))
 
 
 def coarse_tile(
@@ -524,13 +555,15 @@ def coarse_tile(
     plans: list[_OpPlan] = []
     for index, group in enumerate(groups):
         ops, levels = normalize_group(index, group, tiled_dims)
-        for op in _check_contiguous(index, ops, position, ops_list):
+        members = _check_contiguous(index, ops, position, ops_list)
+        loop_names = _loop_names(members)
+        for op in members:
             if id(op) in owner:
                 raise CoarseTileError(
                     f"coarse_tile: {op_description(op)} is in group {owner[id(op)]} and "
                     f"group {index}"
                 )
             owner[id(op)] = index
-            plans.append(_plan_op(op, index, levels))
+            plans.append(_plan_op(op, index, levels, loop_names))
     for plan in plans:
         _apply(plan)

@@ -30,15 +30,18 @@ def _inputs(dtype, heads=4, kv_heads=4, lq=8, lk=8):
 @pytest.mark.parametrize("case", [
     dict(), dict(is_causal=True), dict(scale=0.3), dict(scale=-0.3), dict(mask=True),
     dict(kv_heads=2), dict(kv_heads=1, is_causal=True), dict(lq=8, lk=12, is_causal=True),
+    # grouped decode: one query row, a mask per query head or one for all heads
+    dict(kv_heads=2, lq=1, lk=12, mask="heads"), dict(kv_heads=1, lq=1, lk=12, mask=True),
 ])
 def test_math_attention_equals_atens(dtype, case):
     case = dict(case)
     q, k, v = _inputs(dtype, kv_heads=case.pop("kv_heads", 4), lq=case.pop("lq", 8),
                       lk=case.pop("lk", 8))
     mask = None
-    if case.pop("mask", False):
-        mask = torch.randn(q.size(-2), k.size(-2), generator=torch.Generator().manual_seed(1))
-        mask = mask.to(dtype)
+    kind = case.pop("mask", False)
+    if kind:
+        shape = (2, q.size(1), q.size(-2), k.size(-2)) if kind == "heads" else (q.size(-2), k.size(-2))
+        mask = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(dtype)
     causal, scale = case.pop("is_causal", False), case.pop("scale", None)
     want, want_attn = aten._scaled_dot_product_attention_math(
         q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=k.size(1) != q.size(1))

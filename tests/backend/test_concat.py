@@ -179,3 +179,23 @@ def test_rotary_regions_tile_automatically_into_the_concatenation():
     loops = [item for k in compiled.kernels for item in k.specs if isinstance(item, LoopSpec)]
     assert [(loop.count, [s.op for s in loop.body]) for loop in loops] == \
         [(2, ["mul", "neg", "cat"]), (2, ["mul"])], loops
+
+
+def test_a_region_splits_the_concatenated_dim_when_it_is_not_the_stick():
+    """Mamba2's chunk states: cat([initial (1, 1, 4, 64), states (1, 7, 4, 64)], 1) fp32 at 2 KiB
+    (1 KiB a chunk).  The chunks are outermost and not the stick dim, so only a split of
+    the concatenated dim shrinks the states' write: 4 tiles of 2 chunks, the last 1, each
+    written straight into its window at chunk 1 + 2t.  The * 3 reads the whole
+    concatenation after the loop.  Span check on, bitwise equal eager."""
+    from spyre_rules import config
+    from spyre_rules.program.op_spec import LoopSpec
+
+    first, states = _randn((1, 1, 4, 64), (1, 7, 4, 64), dtype=torch.float32)
+    fn = lambda a, b: torch.cat([a * 2, b + 1], 1) * 3  # noqa: E731
+    with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error"):
+        compiled = run_spyre(fn, first, states)
+    torch.testing.assert_close(compiled.output, fn(first, states), atol=0, rtol=0)
+    loops = [item for k in compiled.kernels for item in k.specs if isinstance(item, LoopSpec)]
+    assert [(loop.count, loop.first, [s.op for s in loop.body]) for loop in loops][:2] == \
+        [(3, 0, ["add"]), (1, 3, ["add"])], loops

@@ -123,3 +123,26 @@ def test_unrolled_remainder_equals_the_loop(unroll):
                                     if isinstance(s, OpSpec)]) == 3
     else:
         assert [(loop.first, int(loop.count)) for loop in loops] == [(0, 2), (2, 1)]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "amax"])
+def test_reduction_dim_with_a_partial_last_stick(reduce):
+    """x.sum(-1) / x.amax(-1) on (4, 100) fp32 at 1 KiB: the read spans 4 column sticks
+    (2 KiB) and only a split of the reduced dim shrinks it.  Exact splits cut its
+    32-element sticks (2 x 50, 4 x 25), so a reduction level of 2 tiles runs: 64
+    columns, then a peeled last tile of 36, both combined into one accumulator
+    (Mamba2's 129 chunk states at 32768 tokens: 64, 64, 1).  max is bitwise; sum
+    differs from ATen's order within fp32 rounding and equals the 64 + 36 split."""
+    x = torch.randn(4, 100, generator=torch.Generator().manual_seed(3))
+    fn = lambda t: getattr(t, reduce)(dim=-1)  # noqa: E731
+    with _auto(KiB), config.patch(fallback="error"):
+        compiled = run_spyre(fn, x)
+    whole, last = _top_loops(compiled)
+    assert _shape(whole) == (0, 1, []) and _shape(last) == (1, 1, [])
+    assert [_ranges(s) for s in whole.body + last.body] == [{"c0": 4, "c1": 64},
+                                                          {"c0": 4, "c1": 36}]
+    if reduce == "amax":
+        assert torch.equal(compiled.output, fn(x))
+    else:
+        assert torch.equal(compiled.output, x[:, :64].sum(-1) + x[:, 64:].sum(-1))
+        torch.testing.assert_close(compiled.output, fn(x), atol=1e-5, rtol=1e-5)

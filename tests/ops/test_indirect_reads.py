@@ -142,18 +142,14 @@ def test_embedding_table_is_tiled_along_the_hidden_dim_and_checked():
     assert table.indirect[0].size == 1000
 
 
-def test_a_table_whose_rows_alone_overflow_is_refused_by_name():
-    """(4000, 128) fp16 at 128 KiB: all 4000 rows span 512000 bytes in any tile: refused
-    naming that read before any split is tried."""
-    from spyre_rules.ir.errors import BackendCompileError, find_cause
-
+def test_a_table_whose_rows_alone_overflow_is_read_in_windows():
+    """(4000, 128) fp16 at 128 KiB: all 4000 rows span 512000 bytes in any tile, so the table
+    is read in 4 windows of 1000 rows (backend/gathered_windows.py; the refusals that stay
+    are in test_gathered_windows.py) and the hidden dim's 2 sticks split 2 ways."""
     ids, w = randint(0, 4000, 1, 8), randn(4000, 128, dtype=torch.float16)
     with config.patch(max_span_bytes=128 * 1024, span_check="error",
-                      ignore_span_overflow_hints=False), pytest.raises(Exception) as info:
-        run_spyre(embedding, ids, w)
-    error = find_cause(info.value, BackendCompileError)
-    assert error is not None, info.value
-    assert str(error) == (
-        "spyre_rules cannot compile this graph: Cannot auto-tile buf0 (aten ops: embedding.default): "
-        "no split brings its gathered read under the limit of 131072 bytes (gathered rows of arg1_1 "
-        "(any index may pick any row): device dim 1 (tmp0) spans 512000 bytes)")
+                      ignore_span_overflow_hints=False):
+        compiled = check(embedding, ids, w)
+    (loop,) = compiled.kernels[0].specs
+    (spec,) = loop.body
+    assert loop.count == 2 and [a.indirect[0].size for a in spec.args if a.indirect] == [1000] * 4

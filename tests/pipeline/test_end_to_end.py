@@ -254,11 +254,13 @@ def test_norm_reading_an_auto_tiled_residual_add_shares_its_loop(norm):
 
 def prime_row_sum(x):
     # (16411, 128) fp32 at 8 KiB: the read over the 16411 reduced rows overflows and
-    # 16411 (prime) has no split under the automatic cap: the planner refuses the graph
-    return x.sum(dim=0)
+    # 16411 (prime) has no even split under the automatic cap; an index reduction takes
+    # no remainder tiles (a sum would: planner.rules `otherwise splits`), so the planner
+    # refuses the graph
+    return x.argmax(dim=0)
 
 
-REFUSAL = ("Cannot auto-tile buf0 (aten ops: sum.dim_IntList): no legal split brings its read under the "
+REFUSAL = ("Cannot auto-tile buf0 (aten ops: argmax.default): no legal split brings its read under the "
            "limit of 8192 bytes (reduction-controlled input span for arg0_1: device dim 1 (d1) spans "
            "2100608 bytes); host dim 1: split 16411 fails auto_split_cap (automatic split counts are "
            "capped at 16384)")
