@@ -10,11 +10,9 @@ rounding of another order.
 
 Softmax attention written over the gathered pages (``paged_decode`` below) is rewritten into
 this form before Inductor (backend/paged_attention_rewrite.py; its own tests in
-test_paged_attention_rewrite.py): at 64 KiB its gathers too are tiled over the key blocks.  A
-gather the rewrite does not recognise (heads repeated ``h % kv_heads``, not interleaved) is
-refused at 16 KiB, naming the gather and why: its pages dim cannot be split (the block table's row
-of page ids is one stick) and a split of the in-page tokens still writes its tile into the whole
-gathered buffer, whose page coordinate spans 64 KiB."""
+test_paged_attention_rewrite.py): at 64 KiB its gathers too are tiled over the key blocks.  An
+attention the rewrite does not recognise (heads repeated ``h % kv_heads``, not interleaved) is
+refused at 16 KiB, naming the op no split fits: the heads' repeat of the whole gathered pages."""
 
 from __future__ import annotations
 
@@ -133,13 +131,13 @@ def not_interleaved(q, k_cache, v_cache, block_table, seq_lens):
     return (s.softmax(-1).to(q.dtype) @ v)[:, :, 0]
 
 
-def test_a_gather_not_rewritten_at_16_kib_is_refused_naming_it():
+def test_attention_over_pages_not_rewritten_at_16_kib_is_refused_naming_the_op():
     inputs = _inputs()
     torch._dynamo.reset()
     with torch.no_grad(), config.patch(**_settings(16384)), pytest.raises(Exception) as caught:
         torch.compile(not_interleaved, backend="spyre_rules", fullgraph=True)(*inputs)
-    # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS): no tile fits
-    assert ("Cannot auto-tile buf3 (aten ops: index.Tensor): no combined split among host dims "
-            "[2, 1, 0] keeps every span within 16384 bytes after trying 4 combinations (the "
-            "last: writing tile {0: 2, 2: 16} of buf3 into its full output buffer spans more "
-            "than 16384 bytes)") in str(caught.value)
+    # the gather itself is read in windows of rows now; the heads' repeat of the whole
+    # gathered pages is what no split fits
+    assert ("Cannot auto-tile buf4 (aten ops: permute.default, repeat.default, reshape.default): "
+            "no combined split among host dims [1, 2, 0] keeps every span within 16384 bytes "
+            "after trying 95 combinations") in str(caught.value)
