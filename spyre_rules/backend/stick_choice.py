@@ -9,11 +9,11 @@ values that it cuts the read's sticks (at 32768 tokens: 32 MiB per head, at most
 8 heads per tile, 32 heads per stick of A), and a restickify of that output onto
 ``u`` (what the chunk scan's ``G * L.permute(...)`` then needs, its stick on the
 heads) reads ``u`` outermost with a stride no tile can span.  Such an op keeps its
-host shape but gets host strides that make ``u``'s dim the innermost (so the
-stick): its tiles split anything but ``u``'s sticks.  Ops reading it with ``u``
-outermost in their own default layout (the cumsum over it, the masks, the exp)
-follow, so the chain stays stuck on ``u``.  Only ops whose layout Inductor left
-flexible and that the caller does not see are re-strided (docs/layout_model.md §1.3).
+host shape and strides but gets the device layout a restickify onto ``u``'s dim
+would write (``u`` the stick): its tiles split anything but ``u``'s sticks.  Ops
+reading it with ``u`` outermost in their own default layout (the cumsum over it,
+the masks, the exp) follow, so the chain stays stuck on ``u``
+(docs/layout_model.md §1.3).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Legality's `otherwise splits` (docs/rules_language.md §6.3): exact split counts first;
 the fallback counts only where no exact count above 1 is legal, tested by the same
 requirements.  The bundled policy offers exact and remainder counts together (`splits k in
-tile_counts(n)`, remainders on output dims only) so that the search weighs them by the loop
+tile_counts(n)`, remainders on output dims; a reduction dim's only when no even count is
+legal, by its own `otherwise splits`) so that the search weighs them by the loop
 trips they cost; the language's fallback is tested on a policy edit that restores the
 exact-first form (remainder tiles, `tile_extent(n, k)` elements, only where no exact count is
 legal: docs/layout_model.md §4.5), and another that drops the remainders altogether."""
@@ -17,7 +18,11 @@ from spyre_rules.engine.api import evaluator
 from helpers import FP16, capture
 from test_policy_loading import rules_copy
 
-BUNDLED_SPLITS = "  splits k in [c for c in tile_counts(n) if dim < rank(op) or tile_extent(n, c) == n // c];\n"
+BUNDLED_SPLITS = (
+    "  splits k in [c for c in tile_counts(n) if dim < rank(op) or tile_extent(n, c) == n // c];\n"
+    "  otherwise splits k in [c for c in tile_counts(n)\n"
+    "                         if dim >= rank(op)\n"
+    "                         and reduction_type(op) in {\"sum\", \"batchmatmul\", \"max\", \"min\", \"any\"}];\n")
 EXACT_FIRST = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n"
                 "  otherwise splits k in [c for c in tile_counts(n) if dim < rank(op)];\n")]
 NO_FALLBACK = [(BUNDLED_SPLITS, "  splits k in divisors(n);\n")]
