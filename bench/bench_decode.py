@@ -3,9 +3,12 @@
     python bench/bench_decode.py                                 # 4 models x 7 shapes x {static, paged}
     python bench/bench_decode.py --models Llama-3-8B --shapes 16x32768
     python bench/bench_decode.py --caches paged --block-size 16
+    python bench/bench_decode.py --models bench/configs/Falcon-7B.json --caches static
 
 Per shipped model (``--models``; default Llama-3-8B, Granite-3-8B, Mistral-7B,
-Qwen2-7B), shape ``BATCHxCONTEXT`` (``--shapes``; default batch 1, 4 and 16 x 8192
+Qwen2-7B; or a config JSON: ``bench/configs/Falcon-7B.json`` is multi-query attention,
+71 query heads on one key/value head, with its own attention code, so static cache
+only), shape ``BATCHxCONTEXT`` (``--shapes``; default batch 1, 4 and 16 x 8192
 and 32768, and 1 x 131072) and cache form (``--caches``: the model's own static
 cache, and a paged cache of ``--block-size`` tokens per page), one decoder layer
 (``--layers``) and the LM head are planned as ``spyre-rules plan MODEL --decode
