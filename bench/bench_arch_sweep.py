@@ -77,6 +77,17 @@ ARCH_FIELDS = {
              "ffn_config": {"hidden_size": 128, "ffn_hidden_size": 128, "moe_num_experts": 4,
                             "moe_top_k": 2}},
 }
+# Gemma 3 (the image-text model) reads its sizes from its sub-configs: the tiny fields at
+# the top level left it at its defaults (text 2304 wide, 26 layers, 262k vocabulary; a
+# 12-layer vision tower), a real-size model the sweep timed out on, not a tiny one.
+# Its text model gets the tiny fields; the vision tower (built, never run on text
+# input) a tiny size too.
+ARCH_FIELDS["gemma3"] = {
+    "text_config": {**TINY, "model_type": "gemma3_text"},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 128,
+                      "intermediate_size": 128, "num_hidden_layers": 1,
+                      "num_attention_heads": 4, "image_size": 224, "patch_size": 14},
+}
 ARCH_DROPS = {
     "falcon": ("head_dim",),              # hidden_size // num_attention_heads (a property)
     "deepseek_v3": ("head_dim",),         # its rotary dim: qk_rope_head_dim

@@ -88,6 +88,8 @@ def _rewritable(graph: torch.fx.Graph) -> bool:
                 return False
             if user.target in _PER_PART and user.args[0] is not node:
                 return False  # a complex value as a size or index argument
+        if node.kwargs and node.target not in _PER_PART:
+            return False  # per-part ops pass their kwargs on; the others take none
         if node.target in _ARITHMETIC and not all(
                 _is_complex(a) or isinstance(a, (int, float)) and not isinstance(a, bool)
                 or isinstance(a, torch.fx.Node) and _val(a) is not None
@@ -102,8 +104,8 @@ class _Emitter:
     def __init__(self, graph: torch.fx.Graph) -> None:
         self.graph = graph
 
-    def __call__(self, target: Any, *args: Any) -> torch.fx.Node:
-        return graph_call_function(self.graph, target, *args)
+    def __call__(self, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        return graph_call_function(self.graph, target, *args, **kwargs)
 
 
 def _factor(parts: dict, operand: Any) -> tuple[Any, Any]:
@@ -138,7 +140,8 @@ def _rewrite(node: torch.fx.Node, emit: _Emitter, parts: dict) -> Any:
         return _multiply(emit, a, b, c, d)
     if target in _PER_PART:
         re, im = parts[args[0]]
-        return emit(target, re, *args[1:]), emit(target, im, *args[1:])
+        rest, kwargs = args[1:], node.kwargs
+        return emit(target, re, *rest, **kwargs), emit(target, im, *rest, **kwargs)
     re, im = parts[args[0]]  # view_as_real
     return emit(aten.cat.default, [emit(aten.unsqueeze.default, re, -1),
                                    emit(aten.unsqueeze.default, im, -1)], -1)
