@@ -70,7 +70,7 @@ eligibility {
 def test_bundled_rules_are_formatted(capsys):
     code, out, err = run(capsys, "--check", str(ROOT / "rules"))
     assert (code, err) == (0, "")
-    assert out == "5 files: 0 would be reformatted\n"
+    assert out == "6 files: 0 would be reformatted\n"
 
 
 def test_canonical_layout():

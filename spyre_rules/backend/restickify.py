@@ -231,11 +231,13 @@ def _read_through_copies(op: ir.ComputedBuffer, renames: dict[str, str]) -> None
 
     def inner_fn(*args: Any) -> Any:
         saved = []
-        for src, copy in renames.items():
-            buf = V.graph.get_buffer(src)
+        # Outside a graph (a pass asking an op its read names) no layout is read.
+        get_buffer = getattr(V.graph, "get_buffer", None)
+        for src, copy in renames.items() if get_buffer is not None else ():
+            buf = get_buffer(src)
             if isinstance(buf, ir.ComputedBuffer):
                 saved.append((buf, buf.layout))
-                buf.layout = V.graph.get_buffer(copy).layout
+                buf.layout = get_buffer(copy).layout
         try:
             with V.set_ops_handler(RenameLoads(V.get_ops_handler(), renames)):
                 return fn(*args)

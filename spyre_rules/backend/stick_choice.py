@@ -72,7 +72,9 @@ def _stick_var(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
     (u,) = outer
     for dep in rw.reads:
         read_layout = layouts.get(dep.name)
-        if not isinstance(dep, MemoryDep) or read_layout is None:
+        if not isinstance(dep, MemoryDep) or read_layout is None \
+                or not read_layout.dtype.is_floating_point:
+            # an integer read is an index (an embedding's token ids), not a broadcast value
             continue
         sticks = _device_vars(read_layout, dep)
         if not sticks or sticks[-1] != {u} or u == v:
@@ -89,6 +91,8 @@ def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict
                                restuck: set[str]) -> FixedTiledLayout | None:
     """``layout`` with its device layout stuck on ``u``'s host dim (host size and
     strides kept, as a restickify's copy), or None to keep ``layout``."""
+    if config.ignore_span_overflow_hints:
+        return None  # the layout only serves the tiles automatic tiling would cut
     found = _stick_var(op, layout, layouts, restuck)
     if found is None:
         return None

@@ -66,8 +66,14 @@ def test_max_span_bytes_and_module_function(capsys):
 def test_gathered_read_is_explained(capsys):
     code, out, _ = run(capsys, "indirect_read")
     assert code == 0
-    assert any(line.startswith("  legality.splits: legal") and "input_sticks_whole" in line
-               for line in out.splitlines()), out
+    lines = out.splitlines()
+    # the gathered table's rows are a span candidate of every host dim, and the refusal
+    # names the table, the device dim and its span (one 128-byte row is over 64 bytes)
+    assert sum(line.startswith("  candidates.gathered_rows: emit -- gathered rows of arg0_1")
+               for line in lines) == 2, out
+    assert ("  reason: Cannot auto-tile buf0 (aten ops: index.Tensor): no split brings its "
+            "gathered read under the limit of 64 bytes (gathered rows of arg0_1 (any index may "
+            "pick any row): device dim 1 (tmp0) spans 1024 bytes)") in lines, out
 
 
 def test_usage_errors(capsys):

@@ -45,13 +45,13 @@ CASES = [
     ("a @ a.T", (127, 64), F16, 64 * KiB, None),
     ("a @ a.T", (130, 64), F16, 16 * KiB, None),
     ("a @ a.T", (130, 64), F32, 16 * KiB, f"buf0 {MM}"),
-    ("a @ a.T", (127, 64), F16, 4 * KiB, f"buf1 {MM}"),
+    ("a @ a.T", (127, 64), F16, 4 * KiB, f"buf3 {MM}"),
     ("x @ x.transpose(-1, -2)", (2, 127, 64), F32, 32 * KiB, None),
     ("x @ x.transpose(-1, -2)", (2, 128, 64), BF16, 64 * KiB, None),
-    ("x @ x.transpose(-1, -2)", (2, 97, 32), F16, 8 * KiB, f"buf1 {BMM}"),
+    ("x @ x.transpose(-1, -2)", (2, 97, 32), F16, 8 * KiB, f"buf0 {BMM}"),
     ("bmm(x, x.transpose(1, 2))", (2, 127, 64), F16, 32 * KiB, None),
     ("bmm(x, x.transpose(1, 2))", (2, 128, 64), F32, 64 * KiB, None),
-    ("bmm(x, x.transpose(1, 2))", (3, 127, 64), BF16, 16 * KiB, f"buf1 {BMM}"),
+    ("bmm(x, x.transpose(1, 2))", (3, 127, 64), BF16, 16 * KiB, f"buf0 {BMM}"),
 ]
 
 
