@@ -45,10 +45,11 @@ another order and the probabilities rounded to ``V``'s dtype before normalising 
 rounds after): equal to eager within ``torch.testing.assert_close``'s default fp16
 tolerance (``docs/accumulation.md``).
 
-**Always applied**, whatever the span limit: the decision is made on the Dynamo graph,
-before any plan exists, and a program's numbers do not change with the limit it is
-planned under.  Untiled, the key-block form costs the same reads of the caches as the
-gathered one.
+**Applied only where it is needed**: under automatic tiling, when the gathered pages of
+one side are larger than the span limit (``_needed``).  Elsewhere the graph is left
+alone and the program computes eager's attention bitwise; like a tiled reduction's
+partial sums (``docs/accumulation.md``), the other order of the sums is the price of a
+tiling that is required, never a default.
 """
 
 from __future__ import annotations
@@ -415,13 +416,28 @@ def rewrite_gathered_page_attention(gm: torch.fx.GraphModule) -> bool:
     erased: set = set()
     for node in list(graph.nodes):
         found = None if node in erased else matcher.match(node)
-        if found is not None:
+        if found is not None and _needed(found):
             erased |= _replace(graph, node, found, matcher.order)
     changed = bool(erased)
     if changed:
         graph.lint()
         gm.recompile()
     return changed
+
+
+def _needed(found: _Match) -> bool:
+    """Automatic tiling is on and one side's gathered pages, ``table (B, MB)`` rows of
+    ``cache (NB, BS, KVH, D)``, are larger than the span limit."""
+    from spyre_rules import config
+
+    if config.ignore_span_overflow_hints:
+        return False
+    for pages in (found.keys, found.values):
+        cache, table = value_of(pages.cache), value_of(pages.table)
+        rows = int(table.numel())
+        if rows * (cache.numel() // cache.shape[0]) * cache.element_size() > config.max_span_bytes:
+            return True
+    return False
 
 
 def _replace(graph: Any, node: Any, found: _Match, order: dict) -> set:

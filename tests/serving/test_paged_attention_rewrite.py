@@ -1,9 +1,10 @@
 """Softmax attention written over gathered pages (``cache[table].reshape(...)``, grouped heads,
 ``q @ k^T``, casts, scaling, a mask, ``softmax(-1)``, ``@ v``) is rewritten into key blocks
-before Inductor (backend/paged_attention_rewrite.py): on the program under fallback='error' and
-span_check='error' it equals eager untiled, at 64 KiB and at 16 KiB, where the gathered pages
-(64 KiB) overflow and each gather is tiled over the key blocks inside its loop, a per-tile
-buffer.  Every variant is also checked on the rewritten graph run eagerly (fast), and near-misses
+before Inductor (backend/paged_attention_rewrite.py) where its gathered pages overflow the limit
+under automatic tiling: on the program under fallback='error' and span_check='error' the issue's
+repro equals eager untiled (not rewritten: bitwise), at 64 KiB (its 64 KiB of pages fit: not
+rewritten, the gathers tiled by tokens) and at 16 KiB, where the gathered pages overflow and each
+gather is tiled over the key blocks inside its loop, a per-tile buffer.  Every variant is also checked on the rewritten graph run eagerly (fast), and near-misses
 are left alone.  Numerical contract (docs/accumulation.md): float32 sums in another order and the
 probabilities rounded to the value dtype before normalising rather than after, so a half-precision
 output is within one epsilon of the dtype of eager's (absolute and relative: 1e-3 for fp16, as
@@ -107,7 +108,8 @@ def _rewritten_eagerly(fn, inputs):
         return gm.forward
 
     torch._dynamo.reset()
-    with torch.no_grad():
+    # the rewrite applies only where the gathered pages overflow under automatic tiling
+    with torch.no_grad(), config.patch(max_span_bytes=1024, ignore_span_overflow_hints=False):
         out = torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
     return applied, out
 
@@ -151,12 +153,15 @@ def test_the_issue_repro_on_the_program_equals_eager(tmp_path, limit):
     inputs = _inputs()
     got, plan = _on_the_program(paged_decode, inputs, limit, tmp_path)
     assert_close_to_eager(got, paged_decode(*inputs))
-    if limit is None:
+    if limit is None:  # nothing overflows: not rewritten, eager's attention bitwise
         assert all(r["levels"] == [] for r in plan["ops"])
+        assert torch.equal(got, paged_decode(*inputs))
     if limit == 16384:  # K pages: 16 blocks x 2 kv heads, V pages: 8 x 2 blocks, as
         # paged_decode_attention's own (test_paged_attention_tiling.py)
         assert [g["levels"] for g in _gathers(plan)] == [[[1, 16], [2, 2]], [[1, 8]]]
-    if limit is not None:
+    if limit == 65536:  # 64 KiB of gathered pages fit: not rewritten, tiled by tokens
+        assert [g["levels"] for g in _gathers(plan)] == [[[2, 2]], [[2, 2]]]
+    if limit == 16384:
         _assert_gathers_in_key_loops(plan, gathered_bytes=65536)
 
 

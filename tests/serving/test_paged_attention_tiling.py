@@ -9,10 +9,13 @@ function run eagerly, which equals softmax attention over the gathered pages wit
 rounding of another order.
 
 Softmax attention written over the gathered pages (``paged_decode`` below) is rewritten into
-this form before Inductor (backend/paged_attention_rewrite.py; its own tests in
-test_paged_attention_rewrite.py): at 64 KiB its gathers too are tiled over the key blocks.  An
+this form before Inductor where its gathered pages overflow the limit
+(backend/paged_attention_rewrite.py; its own tests in test_paged_attention_rewrite.py).  At
+64 KiB they fit and are left alone: the page gather tiles over the tokens of a page.  An
 attention the rewrite does not recognise (heads repeated ``h % kv_heads``, not interleaved) is
-refused at 16 KiB, naming the op no split fits: the heads' repeat of the whole gathered pages."""
+refused at 16 KiB, naming the gather and why: its pages dim cannot be split (the block table's
+row of page ids is one stick) and a split of the in-page tokens still writes its tile into the
+whole gathered buffer."""
 
 from __future__ import annotations
 
@@ -108,12 +111,14 @@ def test_paged_decode_attention_at_16_kib_other_shapes(tmp_path, case):
     assert all(g["levels"] and g["levels"][0][0] == 1 for g in _gathers(records))
 
 
-def test_hand_written_paged_decode_at_64_kib_is_rewritten_into_key_blocks(tmp_path):
+def test_hand_written_paged_decode_at_64_kib_tiles_the_page_gather_and_equals_eager(tmp_path):
+    # 64 KiB of gathered pages fit the limit: the rewrite leaves the graph alone (it applies
+    # only where the gathered pages overflow) and the gathers tile over the in-page tokens
     inputs = _inputs()
     got, records = _compiled(paged_decode, inputs, 65536, tmp_path)
     torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
     gathers = [(r["op"], r["levels"]) for r in _gathers(records)]
-    assert gathers == [("buf4", [[1, 8]]), ("buf23", [[1, 2]])]  # K and V pages, by key blocks
+    assert gathers == [("buf3", [[2, 2]]), ("buf15", [[2, 2]])]  # K and V pages, by tokens
 
 
 def not_interleaved(q, k_cache, v_cache, block_table, seq_lens):
@@ -136,8 +141,8 @@ def test_attention_over_pages_not_rewritten_at_16_kib_is_refused_naming_the_op()
     torch._dynamo.reset()
     with torch.no_grad(), config.patch(**_settings(16384)), pytest.raises(Exception) as caught:
         torch.compile(not_interleaved, backend="spyre_rules", fullgraph=True)(*inputs)
-    # the gather itself is read in windows of rows now; the heads' repeat of the whole
-    # gathered pages is what no split fits
-    assert ("Cannot auto-tile buf4 (aten ops: permute.default, repeat.default, reshape.default): "
-            "no combined split among host dims [1, 2, 0] keeps every span within 16384 bytes "
-            "after trying 95 combinations") in str(caught.value)
+    # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS): no tile fits
+    assert ("Cannot auto-tile buf3 (aten ops: index.Tensor): no combined split among host dims "
+            "[2, 1, 0] keeps every span within 16384 bytes after trying 4 combinations (the "
+            "last: writing tile {0: 2, 2: 16} of buf3 into its full output buffer spans more "
+            "than 16384 bytes)") in str(caught.value)
