@@ -220,12 +220,8 @@ def _loop_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """Loop-wide extent of each tiled output dim: its per-tile extent times the
     counts of every level tiling it (the range its index takes over all tiles), less
     what a shorter last tile leaves out (a remainder tile: the dim's real extent)."""
-    sizes = [int(r) for r in op.get_pointwise_size()]
-    extents = _extents(sizes, loop_tiled_dims(op), [int(c) for c in loop_count(op)])
-    for level in loop_remainders(op):
-        for d, last in level.items():
-            extents[d] -= sizes[d] - last
-    return extents
+    return _extents_less_remainders([int(r) for r in op.get_pointwise_size()],
+                                    loop_tiled_dims(op), op, loop_remainders(op))
 
 
 def tail_ranges(op: ir.ComputedBuffer) -> list[dict[Any, int]]:
@@ -243,11 +239,17 @@ def tail_ranges(op: ir.ComputedBuffer) -> list[dict[Any, int]]:
 def _loop_reduction_extents(op: ir.ComputedBuffer) -> dict[int, int]:
     """The same for each tiled reduction dim (a reduction level walks the whole range,
     less what a shorter last tile leaves out)."""
-    sizes = [int(r) for r in op.get_reduction_size()]
-    extents = _extents(sizes, loop_tiled_reduction_dims(op), [int(c) for c in loop_count(op)])
-    for level in loop_reduction_remainders(op):
-        for r, last in level.items():
-            extents[r] -= sizes[r] - last
+    return _extents_less_remainders([int(r) for r in op.get_reduction_size()],
+                                    loop_tiled_reduction_dims(op), op,
+                                    loop_reduction_remainders(op))
+
+
+def _extents_less_remainders(sizes: list[int], tiled: Any, op: ir.ComputedBuffer,
+                             remainders: list[dict[int, int]]) -> dict[int, int]:
+    extents = _extents(sizes, tiled, [int(c) for c in loop_count(op)])
+    for level in remainders:
+        for d, last in level.items():
+            extents[d] -= sizes[d] - last
     return extents
 
 

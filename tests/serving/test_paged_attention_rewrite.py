@@ -22,22 +22,9 @@ from spyre_rules.backend.paged_attention_rewrite import (
     gathered_page_attention,
     rewrite_gathered_page_attention,
 )
+from test_paged_attention_tiling import paged_decode  # the issue's repro (issue 38)
 
 B, D = 2, 64
-
-
-def paged_decode(q, k_cache, v_cache, block_table, seq_lens):
-    """The issue's repro (issue 38), its sizes read from the inputs."""
-    b, h, d = q.shape
-    _, bs, kvh, _ = k_cache.shape
-    mb = block_table.shape[1]
-    k = k_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
-    v = v_cache[block_table].reshape(b, mb * bs, kvh, d).permute(0, 2, 1, 3)
-    k, v = k.repeat_interleave(h // kvh, dim=1), v.repeat_interleave(h // kvh, dim=1)
-    s = (q[:, :, None, :] @ k.transpose(-1, -2)).float() / d ** 0.5
-    s = s.masked_fill(torch.arange(mb * bs)[None, None, None, :] >= seq_lens[:, None, None, None],
-                      float("-inf"))
-    return (s.softmax(-1).to(q.dtype) @ v)[:, :, 0]
 
 
 def _heads(pages, b, h, mb, bs, kvh, d, grouping):
