@@ -131,3 +131,47 @@ def test_an_lx_tensor_is_bounded_in_lx_and_does_not_move():
     loop = LoopSpec(sympy.Integer(2), [LoopSpec(sympy.Integer(2), [_tile(64, 64, out=arg)])])
     (bound,) = access_bounds("k", [loop], {"buf0": (0, 128)})  # an HBM segment: not LX's
     assert (bound.low, bound.end, bound.proven) == (256, 256 + 63 * 128 + 128, True)
+
+
+# The key-block mask read of paged decode attention (issue 38; tests/serving/
+# test_paged_attention_rewrite.py, "gqa 4, expand" at 16 KiB): a (2, 128) bool mask stored as
+# two 64-element sticks per sequence, read at token ``c0 + 16*c4`` (slot c0 of page c4); the
+# loop of count 2 moves the slots by 8 (16 bytes).  Bounded over the first tile, its
+# ``Mod`` coordinate reaches 63 and the loop offset adds 16 bytes: "16 bytes past" a mask
+# no tile reads past.  Tiles being rigid translations, the offsets at the shifted symbols
+# bound it exactly.
+c4 = sympy.Symbol("c4")
+MASK_BASE = 265600
+
+
+def _mask_read(coords):
+    mask = TensorArg(True, 0, DataFormats.SEN169_FP16, [1, 1, 2, 2, 64], coords,
+                     {"hbm": MASK_BASE}, name="buf2")
+    spec = OpSpec(op="where", is_reduction=False,
+                  iteration_space={c0: (sympy.Integer(8), 1), c1: (sympy.Integer(2), 1),
+                                   c4: (sympy.Integer(8), 1)},
+                  args=[mask], op_info={"store": {"arg": 0}, "reduction_symbols": []},
+                  tiled_symbols=[[c0]], tiled_steps=[[8]])
+    return [LoopSpec(sympy.Integer(2), [spec])]
+
+
+def test_a_wrapped_coordinate_of_rigid_tiles_is_bounded_at_the_shifted_symbols():
+    token = c0 + 16 * c4
+    coords = [sympy.Integer(0), sympy.Integer(0), sympy.floor(token / 64), c1, sympy.Mod(token, 64)]
+    (bound,) = prove_in_allocation("k", _mask_read(coords))
+    assert (bound.low, bound.end) == (MASK_BASE, MASK_BASE + 512)
+
+
+def test_tiles_that_are_not_rigid_keep_the_first_tiles_bound():
+    # 16 slots per tile of four 16-token pages in one stick: the second tile's tokens wrap
+    # to the stick's start, which no byte offset expresses, so only the loop's own offset
+    # (16 elements) bounds it, and the last page's shifted tile lies past the mask
+    token = c0 + 16 * c4
+    mask = TensorArg(True, 0, DataFormats.SEN169_FP16, [1, 64], [sympy.Integer(0), sympy.Mod(token, 64)],
+                     {"hbm": MASK_BASE}, name="buf2")
+    spec = OpSpec(op="where", is_reduction=False,
+                  iteration_space={c0: (sympy.Integer(16), 1), c4: (sympy.Integer(4), 1)},
+                  args=[mask], op_info={"store": {"arg": 0}, "reduction_symbols": []},
+                  tiled_symbols=[[c0]], tiled_steps=[[16]])
+    with pytest.raises(AllocationBoundsError, match="it reaches 32 bytes past it"):
+        prove_in_allocation("k", [LoopSpec(sympy.Integer(2), [spec])])
