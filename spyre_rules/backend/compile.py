@@ -71,6 +71,22 @@ def fallback(gm: torch.fx.GraphModule, reason: str, cause: BaseException | None 
 MAX_PARTITION_ATTEMPTS = 8
 
 
+def rewrite_before_inductor(gm: torch.fx.GraphModule) -> None:
+    """The Dynamo-graph rewrites every compile runs before ``compile_fx``, in order: the
+    paged attention (its matmuls before keep_matmul_batch rewrites them), grouped-query
+    heads unrepeated (SDPA, then products written out), einsum's and matmul's batch kept."""
+    from spyre_rules.backend.batch_matmul import keep_matmul_batch
+    from spyre_rules.backend.einsum_batch import keep_einsum_batch
+    from spyre_rules.backend.grouped_attention import grouped_kv_heads, grouped_kv_products
+    from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
+
+    rewrite_gathered_page_attention(gm)
+    grouped_kv_heads(gm)
+    grouped_kv_products(gm)
+    keep_einsum_batch(gm)
+    keep_matmul_batch(gm)
+
+
 def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
     from torch._inductor.compile_fx import compile_fx
 
@@ -110,16 +126,9 @@ def spyre_rules_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
             return regions.RegionProgram(gm, spyre_rules_backend)
         regions.inline_regions(gm)
     static = StaticCompile(gm, example_inputs)
-    from spyre_rules.backend.batch_matmul import keep_matmul_batch
-    from spyre_rules.backend.einsum_batch import keep_einsum_batch
-    from spyre_rules.backend.grouped_attention import grouped_kv_heads
-    from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
     from spyre_rules.hints import bind_input_dim_names
 
-    rewrite_gathered_page_attention(gm)  # before keep_matmul_batch rewrites its matmuls
-    grouped_kv_heads(gm)
-    keep_einsum_batch(gm)
-    keep_matmul_batch(gm)
+    rewrite_before_inductor(gm)
     compile_inputs = (example_inputs if meta_outputs is None
                       else meta_device.retarget(gm, example_inputs))
 
@@ -184,21 +193,13 @@ def compile_for_capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> 
     reason = precheck(example_inputs)
     if reason is not None:
         raise UnsupportedGraph(reason)
-    from spyre_rules.backend.batch_matmul import keep_matmul_batch
-    from spyre_rules.backend.einsum_batch import keep_einsum_batch
-    from spyre_rules.backend.grouped_attention import grouped_kv_heads
     from spyre_rules.hints import bind_input_dim_names
 
     from spyre_rules.backend.regions import has_regions, inline_regions
 
-    from spyre_rules.backend.paged_attention_rewrite import rewrite_gathered_page_attention
-
     if has_regions(gm):
         inline_regions(gm)  # a capture stops at one seam: the whole graph's
-    rewrite_gathered_page_attention(gm)
-    grouped_kv_heads(gm)
-    keep_einsum_batch(gm)
-    keep_matmul_batch(gm)
+    rewrite_before_inductor(gm)
     if meta_device.has_meta_inputs(example_inputs):
         compile_inputs = meta_device.retarget(gm, example_inputs)
     else:

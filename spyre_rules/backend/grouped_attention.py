@@ -27,19 +27,29 @@ key/value head gets ``enable_gqa=True``.  Both are the same function: query head
 ``h`` attends with key/value head ``h // R`` either way.  What is left: a call the
 CPU dispatch still sends to the math path (a dropout, a head dim the fused kernel
 refuses), whose heads ATen repeats itself.
+
+Attention written out by hand repeats the heads the same way (transformers' eager
+attention: ``matmul(q, repeat_kv(k).transpose(2, 3))``, then ``matmul(p,
+repeat_kv(v))``).  ``grouped_kv_products`` rewrites each such product to the grouped
+one: the ``[N, H, L, K]`` operand viewed ``[N, KV, R, L, K]`` times the unrepeated
+``[N, KV, 1, K, M]`` (broadcast over ``R``; ``batch_matmul.keep_matmul_batch`` then
+reads it in place), the result viewed back ``[N, H, L, M]``.  Each output element is
+the same dot product of the same elements; only the copy is gone.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
 
-__all__ = ["grouped_kv_heads"]
+__all__ = ["grouped_kv_heads", "grouped_kv_products"]
 
 _SDPA = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
 _RESHAPES = {"reshape", "view"}
 _EXPANDS = {"expand"}
+_MATMULS = {torch.matmul, torch.Tensor.matmul, operator.matmul}
 
 
 def _value(node: Any) -> Any:
@@ -139,3 +149,75 @@ def grouped_kv_heads(gm: torch.fx.GraphModule) -> bool:
         graph.lint()
         gm.recompile()
     return changed
+
+
+def _matmul_operands(node: Any) -> tuple[Any, Any] | None:
+    if len(node.args) != 2 or node.kwargs:
+        return None
+    if node.op == "call_function" and node.target in _MATMULS \
+            or node.op == "call_method" and node.target == "matmul":
+        return node.args[0], node.args[1]
+    return None
+
+
+def _last_two_swapped(node: Any) -> Any:
+    """``x`` when ``node`` is ``x.transpose`` of the last two dims of a 4-D ``x``, else None."""
+    if not isinstance(node, torch.fx.Node) or len(node.args) != 3 or node.kwargs:
+        return None
+    if not (node.op == "call_method" and node.target == "transpose"
+            or node.op == "call_function" and node.target in (torch.transpose, torch.Tensor.transpose)):
+        return None
+    source, *dims = node.args
+    shape = _shape(source)
+    if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in dims):
+        return None
+    return source if sorted(d % 4 for d in dims) == [2, 3] else None
+
+
+def _grouped(graph: Any, node: Any, left: Any, unit: Any, repeats: int, swapped: bool) -> Any:
+    """``left [N, H, L, K] @ unit`` grouped (module doc), viewed back to ``node``'s shape."""
+    n, heads, rows, inner = _shape(left)
+    with graph.inserting_before(node):
+        left5 = graph.call_method("view", (left, n, heads // repeats, repeats, rows, inner))
+        left5.meta = {**left.meta, "example_value": _value(left).view(n, heads // repeats,
+                                                                      repeats, rows, inner)}
+        right = unit
+        if swapped:
+            right = graph.call_method("transpose", (unit, 3, 4))
+            right.meta = {**unit.meta, "example_value": _value(unit).transpose(3, 4)}
+        product = graph.call_function(torch.matmul, (left5, right))
+        product.meta = {**node.meta, "example_value": torch.matmul(_value(left5), _value(right))}
+        out = graph.call_method("reshape", (product, *_shape(node)))
+        out.meta = {**node.meta}
+    return out
+
+
+def grouped_kv_products(gm: torch.fx.GraphModule) -> bool:
+    """Rewrite every product of a 4-D operand with repeated key/value heads (module doc)
+    in place; True if any changed."""
+    graph = gm.graph
+    repeats: list[Any] = []
+    for node in list(graph.nodes):
+        operands = _matmul_operands(node)
+        if operands is None:
+            continue
+        left, right = operands
+        swapped = _last_two_swapped(right)
+        repeated = swapped if swapped is not None else right
+        found = _repeated_source(repeated)
+        left_shape = _shape(left)
+        if found is None or left_shape is None or len(left_shape) != 4 \
+                or left_shape[:2] != _shape(repeated)[:2] or _shape(node) is None:
+            continue
+        unit, times = found
+        node.replace_all_uses_with(_grouped(graph, node, left, unit, times, swapped is not None))
+        graph.erase_node(node)
+        if swapped is not None and not right.users:
+            graph.erase_node(right)
+        repeats.append(repeated)
+    for reshape in dict.fromkeys(repeats):
+        _erase_unused(graph, reshape)
+    if repeats:
+        graph.lint()
+        gm.recompile()
+    return bool(repeats)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from spyre_helpers import run_spyre
 
 from spyre_rules import config
-from spyre_rules.backend.grouped_attention import grouped_kv_heads
+from spyre_rules.backend.grouped_attention import grouped_kv_heads, grouped_kv_products
 
 TOL = dict(atol=2e-2, rtol=2e-2)
 KiB = 1024
@@ -111,3 +111,39 @@ def test_broadcast_single_head_becomes_grouped_and_other_calls_stay():
     # equal heads: nothing to group
     same = [_randn(N, H, 4, E, seed=i) for i in range(3)]
     assert not grouped_kv_heads(_dynamo_graph(multi_query, *same))
+
+
+def eager_attention(q, k, v, mask):
+    # transformers.models.llama.modeling_llama.eager_attention_forward (no dropout)
+    rep = q.size(1) // k.size(1)
+    key, value = _repeat_kv(k, rep), _repeat_kv(v, rep)
+    w = torch.matmul(q, key.transpose(2, 3)) * q.size(-1) ** -0.5 + mask
+    w = torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(w, value)
+
+
+@pytest.mark.parametrize("rows", [1, 16], ids=["decode", "prefill"])
+def test_hand_written_attention_multiplies_the_unrepeated_heads(rows):
+    q, k, v, mask = _inputs(2, True)
+    q = _randn(N, H, rows, E, seed=3)
+    gm = _dynamo_graph(eager_attention, q, k, v, mask)
+    want = eager_attention(q, k, v, mask)
+    assert grouped_kv_products(gm)
+    assert not [n for n in gm.graph.nodes if n.op == "call_method" and n.target == "expand"]
+    products = [n for n in gm.graph.nodes if n.target is torch.matmul]
+    assert [list(n.meta["example_value"].shape) for n in products] == [
+        [N, 2, H // 2, rows, S], [N, 2, H // 2, rows, E]]
+    # the same dot products; CPU kernels may sum a broadcast operand's in another order
+    torch.testing.assert_close(gm(q, k, v, mask)[0], want, atol=1e-3, rtol=1e-3)
+    with config.patch(ignore_span_overflow_hints=False, max_span_bytes=64 * KiB, span_check="error"):
+        compiled = run_spyre(eager_attention, q, k, v, mask)
+    torch.testing.assert_close(compiled.output, want, atol=1e-3, rtol=1e-3)
+    # no op writes a copy of the key per query head (H / KV x the fp16 key)
+    assert _written_bytes(compiled) < N * H * S * E * 2
+
+
+def test_a_product_with_other_heads_is_left_alone():
+    q, k, v, mask = _inputs(2, True)
+    def repeated_by_tile(q, k, v, mask):   # head h reads kv head h % KV: not grouped
+        return torch.matmul(q, k.repeat(1, 4, 1, 1).transpose(2, 3))
+    assert not grouped_kv_products(_dynamo_graph(repeated_by_tile, q, k, v, mask))
