@@ -24,6 +24,10 @@ asks for.  Usage::
 
     python3 bench/bench_arch_sweep.py [--limit-kib 64] [--only mixtral,llama] [--out rows.jsonl]
     python3 bench/bench_arch_sweep.py --totals rows.jsonl   # the totals of batches run so far
+    python3 bench/bench_arch_sweep.py --seq 77 --sizes '{"hidden_size": 256, "num_attention_heads": 8}'
+
+``--seq`` and ``--sizes`` (JSON merged over the tiny config, before each architecture's own
+fields) run the sweep at other sizes: an odd sequence length, wider layers, other heads.
 
 The default limit is 64 KiB: an experts model's grouped matmul reads its weights
 gathered (any token may pick any expert), so one tile spans all 4 experts of the
@@ -44,6 +48,8 @@ import time
 import warnings
 
 SEQ = 128
+#: how the parent hands ``--seq`` and ``--sizes`` to each architecture's subprocess
+SEQ_VARIABLE, SIZES_VARIABLE = "SPYRE_RULES_SWEEP_SEQ", "SPYRE_RULES_SWEEP_SIZES"
 VOCAB = 256
 TINY = {
     "vocab_size": VOCAB, "hidden_size": 128, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -123,7 +129,8 @@ def _build(name: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    fields = {k: v for k, v in TINY.items() if k not in ARCH_DROPS.get(name, ())}
+    sizes = {**TINY, **json.loads(os.environ.get(SIZES_VARIABLE, "{}"))}
+    fields = {k: v for k, v in sizes.items() if k not in ARCH_DROPS.get(name, ())}
     config = AutoConfig.for_model(name, **{**fields, **ARCH_FIELDS.get(name, {})})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
@@ -137,7 +144,8 @@ def _build(name: str):
         for param in model.parameters():
             if param.dim() >= 2 and not param.any():
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
-    ids = torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
+    seq = int(os.environ.get(SEQ_VARIABLE, SEQ))
+    ids = torch.randint(3, VOCAB, (1, seq), generator=torch.Generator().manual_seed(1))
     return model, ids
 
 
@@ -220,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="", help="append each row as JSON to this file")
     parser.add_argument("--totals", default="", help="print the totals of the rows in this "
                         "JSONL file (the last row of each model counts) and exit")
+    parser.add_argument("--seq", type=int, default=SEQ, help="tokens of the one sequence")
+    parser.add_argument("--sizes", default="{}", help="JSON config fields merged over the "
+                        "tiny sizes, e.g. '{\"hidden_size\": 256}'")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    json.loads(args.sizes)  # a typo fails here, not in every subprocess
     limit = args.limit_kib * 1024
     if args.totals:
         with open(args.totals) as f:
@@ -244,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             done = subprocess.run(
                 [sys.executable, __file__, "--worker", name, "--limit-kib", str(args.limit_kib)],
-                capture_output=True, text=True, timeout=args.timeout, env=os.environ.copy())
+                capture_output=True, text=True, timeout=args.timeout,
+                env={**os.environ, SEQ_VARIABLE: str(args.seq), SIZES_VARIABLE: args.sizes})
             lines = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
             row = json.loads(lines[-1][4:]) if lines else {
                 "model": name, "builds": True, "error": "CRASH (worker died)",
