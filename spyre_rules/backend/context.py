@@ -8,8 +8,9 @@ when compilation raises).  Hook points and why each is needed are described in
 * Inductor config: no reduction splitting/unrolling (we need one Reduction per
   aten reduction), no buffer reuse (every buffer gets its own device
   allocation), no FX graph cache (a cache hit skips lowering and all our hooks),
-  the post-fusion seam ``_post_fusion_custom_pass``, and the post-grad graph pass
-  (``post_grad.py``: complex values as real parts, slice_scatter as cat).
+  the post-fusion seam ``_post_fusion_custom_pass``, the post-grad graph pass
+  (``post_grad.py``: complex values as real parts, slice_scatter as cat), and no
+  fusion pairs tried (our Scheduling fuses nothing; trying cost minutes on big graphs).
 * ``Loops.has_large_inner_fn -> True``: every Pointwise is realized, i.e. one
   ComputedBuffer per aten op instead of inlined chains.
 * ``SizeVarAllocator._simplify_loops_impl`` no-op: Inductor must not merge
@@ -84,6 +85,11 @@ def inductor_config_patches() -> dict[str, Any]:
         "_post_fusion_custom_pass": RulesPostFusionPass(),
         # complex values as real parts, slice_scatter as a concatenation (post_grad.py)
         "post_grad_custom_pre_pass": post_grad.RulesPostGradPass(),
+        # Our Scheduling never fuses (RulesScheduling.can_fuse_* is False, grouping is the
+        # post-fusion pass's), yet Inductor's fuse_nodes asks can_fuse of up to 64 later
+        # readers of every buffer a node reads, each scoring shared memory first: 147 s of
+        # RWKV's 7000-op graph for no fusion.  0 pairs: the same nodes, none of that cost.
+        "max_fusion_buffer_group_pairwise_attempts": 0,
     }
 
 

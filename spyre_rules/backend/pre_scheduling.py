@@ -140,7 +140,8 @@ def host_step_records(graph: Any, state: Any) -> None:
             record = record.with_layout(layout_record(state.layouts[op.get_name()]))
         state.plan[op.get_name()] = record
     order = [op.get_name() for op in graph.operations if op.get_name() in state.plan]
-    rest = [n for n in state.plan if n not in set(order)]
+    ordered = set(order)  # once: rebuilt per record it made this quadratic in the ops
+    rest = [n for n in state.plan if n not in ordered]
     reordered = {n: state.plan[n] for n in order + rest}
     state.plan.clear()
     state.plan.update(reordered)

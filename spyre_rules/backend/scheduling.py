@@ -74,8 +74,28 @@ def placement(name: str, state: RulesGraphState) -> TensorPlacement:
 
 
 def _segments(state: RulesGraphState) -> dict[str, tuple[int, int]]:
-    memory = state.memory
-    return {} if memory is None else {n: (s.address, s.end) for n, s in memory.segments.items()}
+    """Every HBM segment's bytes, kept in step with the memory map (it only grows).
+
+    Built once per graph, not per kernel: rebuilt per kernel it cost O(kernels x
+    buffers) (78 s of RWKV's 7000-op graph).
+    """
+    memory, bounds = state.memory, state.segment_bounds
+    if memory is not None and len(bounds) != len(memory.segments):
+        bounds.update((n, (s.address, s.end)) for n, s in memory.segments.items()
+                      if n not in bounds)
+    return bounds
+
+
+def _device_only(state: RulesGraphState) -> frozenset[str]:
+    """The accumulator buffers (never kernel arguments), found once per graph.
+
+    Accumulators are attached before scheduling (passes/tiling_propagation.py), so the
+    graph's set is final by codegen; scanning every op per kernel was quadratic.
+    """
+    if state.accumulator_buffers is None:
+        state.accumulator_buffers = frozenset(
+            field.name for acc in accumulators(V.graph) for field in acc.fields)
+    return state.accumulator_buffers
 
 
 def _kernel_name(specs: list[OpSpec], state: RulesGraphState) -> str:
@@ -187,19 +207,18 @@ class RulesScheduling(BaseScheduling):
             specs = unroll_loop_specs(specs)
         _, call_args, _, _ = kernel.args.python_argdefs()
         position = {name: i for i, name in enumerate(call_args)}
-        device_only = {field.name for acc in accumulators(V.graph)  # not kernel arguments
-                       for field in acc.fields}
+        device_only = _device_only(state)  # not kernel arguments
         for spec in iter_op_specs(specs):
             for arg in spec.args:
                 arg.arg_index = -1 if arg.name in device_only else position[arg.name]
-        stickify = {i: placement(n, state) for i, n in enumerate(call_args)
-                    if n in state.host_inputs}
+        inputs = state.host_input_set()  # sets built once per graph, not scanned per kernel
+        stickify = {i: placement(n, state) for i, n in enumerate(call_args) if n in inputs}
         unstickify = {i: placement(n, state) for i, n in enumerate(call_args)
-                      if n in state.host_outputs and n not in state.host_inputs
+                      if n in state.host_outputs and n not in inputs
                       and n in kernel.args.output_buffers}
         # graph inputs written in place: the written elements go to the host tensor too
         write_through = {i: placement(n, state) for i, n in enumerate(call_args)
-                         if n in state.host_inputs and n in set(state.in_place.values())
+                         if n in inputs and n in state.in_place_targets()
                          and n in kernel.args.output_buffers}
 
         wrapper = V.graph.wrapper_code

@@ -72,6 +72,24 @@ class RulesGraphState:
     host_renames: dict[str, str] = dataclasses.field(default_factory=dict)
     #: True once the pre-scheduling passes ran (the seam can be reached twice).
     prepared: bool = False
+    #: codegen's per-graph lookups, built once instead of per kernel (backend/scheduling.py):
+    #: buffer -> its HBM segment's [start, end), and the accumulator buffers (device only).
+    segment_bounds: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    accumulator_buffers: frozenset[str] | None = None
+    _input_set: tuple[int, frozenset[str]] = (0, frozenset())
+    _in_place_targets: tuple[int, frozenset[str]] = (0, frozenset())
+
+    def host_input_set(self) -> frozenset[str]:
+        """``host_inputs`` as a set, rebuilt only when the list grew (it only grows)."""
+        if self._input_set[0] != len(self.host_inputs):
+            self._input_set = (len(self.host_inputs), frozenset(self.host_inputs))
+        return self._input_set[1]
+
+    def in_place_targets(self) -> frozenset[str]:
+        """The buffers written in place (``in_place``'s values), rebuilt when it grew."""
+        if self._in_place_targets[0] != len(self.in_place):
+            self._in_place_targets = (len(self.in_place), frozenset(self.in_place.values()))
+        return self._in_place_targets[1]
 
 
 def graph_state(graph: Any) -> RulesGraphState:
