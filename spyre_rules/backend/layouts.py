@@ -17,7 +17,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
-from spyre_rules.backend.stick_choice import restuck_for_broadcast_read
+from spyre_rules.backend.stick_choice import restuck_for_broadcast_read, restuck_off_a_wide_read
 from spyre_rules.backend.support import is_opaque_input, static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
@@ -108,6 +108,8 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
         if restuck is not None:
             layout = restuck
             restrided.add(op.get_name())
+        else:
+            layout = restuck_off_a_wide_read(op, layout, state.layouts) or layout
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout

@@ -62,6 +62,7 @@ def lower_batchmatmul(a: Any, b: Any, dst_dtype: Any = None) -> Any:
             a, b = L.to_dtype(a, out_dtype), L.to_dtype(b, out_dtype)
         return L.mul(a, b)
 
+    a, b = _stick_aligned(a), _stick_aligned(b)
     a.realize()
     b.realize()
     a_loader = a.make_loader()
@@ -83,6 +84,40 @@ def lower_batchmatmul(a: Any, b: Any, dst_dtype: Any = None) -> Any:
     )
     out.realize()
     return out
+
+
+def _stick_aligned(x: Any) -> Any:
+    """``x``, or under automatic tiling a copy of it when it is a view whose batch or row
+    steps move along its buffer's stick by part of a stick.
+
+    Multi-head latent attention splits each head of one projection into a rotary and a
+    plain part (DeepSeek-V2/V3: 48 columns a head, its values at column 16 of each): the
+    values of head ``h`` start ``48 * h + 16`` columns in, a stick and a half per head.
+    Untiled the product reads the view in place; a tile of one head would start at
+    another place in its stick than the first tile, no rigid translation of it
+    (``tiles_translate``), so legality refuses every split of the heads
+    (``input_sticks_whole``) and no tiling fits.  A copy of the view is a buffer of its
+    own, each head whole sticks; it is exact, so only tiling pays for it."""
+    from spyre_rules import config
+    from spyre_rules.errors import LayoutError
+    from spyre_rules.facts.stick_layout import dtype_info
+
+    if config.ignore_span_overflow_hints or not ir.is_storage_and_layout(x):
+        return x
+    storage, layout = ir.as_storage_and_layout(x, freeze=False)
+    try:
+        stick = dtype_info(x.get_dtype()).elems_per_stick
+        size, stride = [int(s) for s in layout.size], [int(s) for s in layout.stride]
+        base = storage.get_layout()
+        base_size, base_stride = [int(s) for s in base.size], [int(s) for s in base.stride]
+    except (LayoutError, TypeError, ValueError, NotImplementedError, AttributeError):
+        return x  # symbolic or not a strided buffer: left as it is
+    if not size or not base_size or stride[-1] != 1 or base_stride[-1] != 1 or size[-1] <= 1:
+        return x
+    row = base_size[-1]  # the buffer's stick dim: its last, stride-1 host dim
+    if any(n > 1 and s % row % stick != 0 for n, s in zip(size[:-1], stride[:-1])):
+        return ir.ExternKernel.copy_input(x)
+    return x
 
 
 def _check_dtypes(*tensors: Any) -> None:

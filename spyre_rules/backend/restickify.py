@@ -27,6 +27,8 @@ from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import V, ops
 
+from spyre_rules import config
+from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
@@ -102,6 +104,7 @@ def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[
     (v,) = out_sticks
     out_vars = set(writes[0].ranges)
     needed: dict[str, int] = {}
+    as_laid_out: list[tuple[MemoryDep, Any, set[sympy.Symbol]]] = []
     for dep in rw.reads:
         layout = state.layouts.get(dep.name)
         if not isinstance(dep, MemoryDep) or layout is None:
@@ -111,6 +114,7 @@ def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[
             continue
         required = _required_var(op, dep, v, read_sticks, out_vars)
         if required is None:
+            as_laid_out.append((dep, layout, read_sticks))
             continue
         dim = _host_dim_of(layout, dep, required)
         if dim is None:
@@ -120,7 +124,45 @@ def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[
         if dim == within_stick_host_dim(size, stride, layout.device_layout):
             continue
         needed[dep.name] = dim
+    if as_laid_out and not config.ignore_span_overflow_hints:
+        fitting = fitting_tiles(op, state.layouts, [dep for dep, _, _ in as_laid_out])
+        for dep, layout, read_sticks in as_laid_out:
+            dim = _off_a_cut_stick(op, dep, layout, v, read_sticks, out_vars, fitting)
+            if dim is not None:
+                needed[dep.name] = dim
     return needed
+
+
+def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: sympy.Symbol,
+                     read_sticks: set[sympy.Symbol], out_vars: set[sympy.Symbol],
+                     fitting: dict[sympy.Symbol, int]) -> int | None:
+    """The host dim to restick a read onto whose stick variable ``u`` (an output
+    variable, not the output's stick ``v``) ``op`` must split finer than a stick of it
+    under automatic tiling (``stick_choice.fitting_tiles``): the host dim of smallest
+    stride that another variable drives.  xLSTM's head norm subtracts the mean of each
+    head, a ``[1, L, H, 1]`` buffer stuck on its 8 heads, from ``h.transpose(1, 2)``,
+    whose read needs the heads split in two at 64 KiB: a tile would read half a stick of
+    the mean.  None: the read is left as it is."""
+    if not fitting or len(read_sticks) != 1 or isinstance(op.data, ir.Reduction) \
+            and op.data.reduction_type == "batchmatmul":
+        return None
+    (u,) = read_sticks
+    if u == v or u not in out_vars or v in dep.index.free_symbols or u not in dep.ranges:
+        return None
+    if not cuts_sticks_of(fitting, u, int(dep.ranges[u]),
+                          int(layout.device_layout.device_size[-1])):
+        return None
+    try:
+        coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
+                                  dep.ranges)
+        size, stride = [int(n) for n in layout.size], [int(n) for n in layout.stride]
+    except (CoordinateError, TypeError):
+        return None
+    others = [d for d, c in enumerate(coords)
+              if size[d] > 1 and c.free_symbols & set(dep.ranges) and u not in c.free_symbols]
+    if not others:
+        return None
+    return min(others, key=lambda d: (stride[d], -d))
 
 
 def _make_restickify(

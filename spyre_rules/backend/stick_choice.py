@@ -30,7 +30,8 @@ from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
 from spyre_rules.facts.stick_layout import restickify_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 
-__all__ = ["restuck_for_broadcast_read"]
+__all__ = ["cuts_sticks_of", "fitting_tiles", "restuck_for_broadcast_read",
+           "restuck_off_a_wide_read"]
 
 
 def _device_vars(layout: Any, dep: MemoryDep) -> list[set[sympy.Symbol]] | None:
@@ -110,4 +111,99 @@ def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict
     return FixedTiledLayout(
         layout.device, layout.dtype, list(layout.size), list(layout.stride),
         device_layout=restickify_layout(size, stride, layout.dtype, dims[0]),
+    )
+
+
+def fitting_tiles(op: ir.ComputedBuffer, layouts: dict[str, Any],
+                  reads: list[Any] | None = None) -> dict[sympy.Symbol, int]:
+    """The loop variables of ``op`` that alone drive an outer device dim of one of its
+    floating reads spanning more than the limit over the variable's whole range, each
+    with the most values of it a tile may hold for every such read to fit (automatic
+    tiling must split it at least that finely, whatever else it splits: a read keeps
+    its buffer's layout, one step of that dim covers everything inside it).  ``reads``:
+    the reads to measure (default: all), those read as they are laid out (a read the
+    restickify pass copies onto another stick is read through another layout)."""
+    fitting: dict[sympy.Symbol, int] = {}
+    for dep in op.get_read_writes().reads if reads is None else reads:
+        read_layout = layouts.get(dep.name)
+        if not isinstance(dep, MemoryDep) or read_layout is None \
+                or not read_layout.dtype.is_floating_point:
+            continue
+        try:
+            coords = access_coordinates(read_layout.device_layout, read_layout.size,
+                                        read_layout.stride, read_layout.offset, dep.index,
+                                        dep.ranges)
+            device_size = [int(n) for n in read_layout.device_layout.device_size]
+        except (CoordinateError, TypeError):
+            continue
+        for dim, coord in enumerate(coords[:-1]):
+            if coord not in dep.ranges:
+                continue
+            step = read_layout.dtype.itemsize
+            for n in device_size[dim + 1:]:
+                step *= n
+            if int(dep.ranges[coord]) * step > config.max_span_bytes:
+                tile = config.max_span_bytes // step
+                fitting[coord] = min(fitting.get(coord, tile), tile)
+    return fitting
+
+
+def cuts_sticks_of(fitting: dict[sympy.Symbol, int], var: sympy.Symbol, extent: int,
+                   stick_elems: int) -> bool:
+    """A tile of ``var`` small enough for ``op``'s reads (``fitting_tiles``) holds fewer
+    values than a stick of a buffer stuck on ``var``: such a split would cut its sticks."""
+    return var in fitting and fitting[var] < min(stick_elems, extent)
+
+
+def restuck_off_a_wide_read(op: ir.ComputedBuffer, layout: Any,
+                            layouts: dict[str, Any]) -> FixedTiledLayout | None:
+    """``layout`` stuck on another host dim when its stick variable must be split finer than
+    a stick, or None to keep it.
+
+    The default stick is the last host dim of size above 1 (backend/layouts.py), whatever
+    the strides.  xLSTM's head norm takes the mean of ``h.transpose(1, 2)`` over the head
+    dim: its output ``[1, L, H, 1]`` is stuck on the heads (8 of a stick's 32 slots), and it
+    reads ``h`` with the heads outermost, 16 KiB a head.  At 64 KiB the read needs the heads
+    split in two, which cuts the output's one stick of heads (``output_sticks_whole``): no
+    split is legal.  Stuck on the output dim with the smallest host stride instead (its
+    positions), the heads are an outer device dim of the output too and split freely.  Host
+    shape and strides are kept (the restickify's layout), as for a broadcast read."""
+    if config.ignore_span_overflow_hints:
+        return None  # the layout only serves the tiles automatic tiling would cut
+    writes = [d for d in op.get_read_writes().writes if isinstance(d, MemoryDep)]
+    if len(writes) != 1 or int(layout.offset) != 0:
+        return None
+    write = writes[0]
+    out = _device_vars(layout, write)
+    if not out or len(out[-1]) != 1:
+        return None
+    (v,) = out[-1]
+    if not isinstance(op.data, ir.Reduction) or op.data.reduction_type == "batchmatmul" \
+            or v not in write.ranges:
+        return None
+    # a reduction's read stuck on v or a reduction variable is read as it is laid out
+    # (restickify.py); a pointwise op's read that involves v is stuck on v or copied onto
+    # it: no outer dim of it is v alone
+    all_reads = [dep for dep in op.get_read_writes().reads if isinstance(dep, MemoryDep)]
+    reduction_vars = set().union(*(set(dep.ranges) for dep in all_reads)) - set(write.ranges)
+    reads = [dep for dep in all_reads if dep.name in layouts
+             and (_device_vars(layouts[dep.name], dep) or [set()])[-1] <= reduction_vars | {v}]
+    if not cuts_sticks_of(fitting_tiles(op, layouts, reads), v, int(write.ranges[v]),
+                          int(layout.device_layout.device_size[-1])):
+        return None
+    size = [int(s) for s in layout.size]
+    stride = [int(s) for s in layout.stride]
+    try:
+        coords = host_coordinates(layout.size, layout.stride, write.index - layout.offset,
+                                  write.ranges)
+    except CoordinateError:
+        return None
+    others = [d for d, c in enumerate(coords)
+              if size[d] > 1 and c.free_symbols and v not in c.free_symbols]
+    if not others:
+        return None
+    dim = min(others, key=lambda d: (stride[d], -d))
+    return FixedTiledLayout(
+        layout.device, layout.dtype, list(layout.size), list(layout.stride),
+        device_layout=restickify_layout(size, stride, layout.dtype, dim),
     )
