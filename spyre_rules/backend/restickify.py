@@ -182,12 +182,33 @@ def _make_restickify(
     layout = FixedTiledLayout(
         src_layout.device, src_layout.dtype, [sympy.Integer(s) for s in size],
         [sympy.Integer(s) for s in stride],
-        device_layout=restickify_layout(size, stride, src_layout.dtype, dim),
+        device_layout=restickify_layout(size, stride, src_layout.dtype, dim,
+                                        _held_dims(consumer, src, src_layout)),
     )
     name = _insert_copy(graph, state, src, layout, consumer, RESTICKIFY_KIND)
     state.restickified[key] = name
     _stage_if_policy_says(graph, state, src, name)
     return name
+
+
+def _held_dims(consumer: ir.ComputedBuffer, src: str, layout: Any) -> list[int]:
+    """The host dims of ``src`` (size > 1) that every read of it by ``consumer`` holds at
+    one value (a ``select``: one expert's weights of a stack); none when a read cannot
+    be decomposed."""
+    held: set[int] | None = None
+    for dep in consumer.get_read_writes().reads:
+        if not isinstance(dep, MemoryDep) or dep.name != src:
+            continue
+        try:
+            coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
+                                      dep.ranges)
+        except CoordinateError:
+            return []
+        fixed = {d for d, c in enumerate(coords)
+                 if not (set(sympy.sympify(c).free_symbols) & set(dep.ranges))
+                 and int(layout.size[d]) > 1}
+        held = fixed if held is None else held & fixed
+    return sorted(held or ())
 
 
 def _stage_if_policy_says(graph: Any, state: RulesGraphState, src: str, name: str) -> None:

@@ -25,7 +25,7 @@ from spyre_rules.engine.compile import EvalError, Fn
 from spyre_rules.lang.sections.search import BOUNDS, OPTIONAL_BOUNDS, SPEC
 from spyre_rules.engine.program import ItemCompiler, Rule
 from spyre_rules.engine.records import ChunkingInfo, SpanOverflowTileLevel, SpanOverflowTilePlan
-from spyre_rules.engine.span_floor import below_floor, read_floors
+from spyre_rules.engine.span_floor import below_floor, read_floors, viable_counts
 from spyre_rules.engine.values import Combo, DimGroup, Tiling, sort_key
 
 __all__ = ["SPEC", "Search", "SearchEvaluation", "cap_splits", "compile_search"]
@@ -100,7 +100,9 @@ class SearchEvaluation:
             raise self._fail(op, "search.order", err) from None
         dims = [g.dim for g in ordered]
         self.record("search", "order", "dims", None, dims=dims)
-        fired = self.first_match(search.guards, self.env(op=op, **self._guard_bindings(op, ordered)), op)
+        floors = read_floors(found, lambda d: _split_extent(op, d), lambda s: _symbol_dim(op, s))
+        fired = self.first_match(
+            search.guards, self.env(op=op, **self._guard_bindings(op, ordered, floors)), op)
         if fired is not None:
             raise Unsupported(fired[1] or fired[0].name)
 
@@ -117,6 +119,8 @@ class SearchEvaluation:
                 raise Unsupported(result.guard[1])
             kept = cap_splits(result.legal, required, bounds["max_splits_per_dim"],
                               bounds["keep_smallest_splits"], bounds["split_window_radius"])
+            # a count below a read floor whatever the other dims do is never the plan
+            kept = viable_counts(floors, g.dim, kept, self.span_limit) or kept
             self.record("search", "required", "splits", None, dim=g.dim, required=required, kept=kept)
             per_dim.append(kept)
 
@@ -127,7 +131,7 @@ class SearchEvaluation:
         except EvalError as err:
             raise self._fail(op, "search.cost", err) from None
         state = {"tried": 0, "last_failure": "no combination splits anything",
-                 "floors": read_floors(found, lambda d: _split_extent(op, d))}
+                 "floors": floors}
         plan = self._first_accepted(op, found, combos, bounds["max_combos"], state)
         if plan is not None:
             return plan
@@ -217,12 +221,21 @@ class SearchEvaluation:
                                         bounds["keep_smallest_splits"], bounds["split_window_radius"])))
         return extra
 
-    def _guard_bindings(self, op: Any, ordered: list[DimGroup]) -> dict[str, Any]:
+    def _guard_bindings(self, op: Any, ordered: list[DimGroup], floors: list[Any]) -> dict[str, Any]:
         """The values a search guard sees (``lang/sections/search.py`` DECISION_BINDINGS)."""
         fixed = [g for g in ordered if self.legality(op, g.dim).guard is not None
                  or self.legality(op, g.dim).legal == [1]]
+        open_dims = []
+        for g in ordered:
+            result = self.legality(op, g.dim)
+            if result.guard is not None:
+                continue
+            counts = viable_counts(floors, g.dim, result.legal, self.span_limit) or result.legal
+            if len(counts) > 1:
+                open_dims.append(g.dim)
         return {
             "dims": [g.dim for g in ordered],
+            "open_dims": open_dims,
             "groups": list(ordered),
             "unshrunk": "; ".join(dict.fromkeys(_access_text(c) for g in fixed for c in g.spans)),
             "refusals": "; ".join(self.legality(op, g.dim).refusals(g.dim) for g in fixed),
@@ -235,6 +248,18 @@ def _split_extent(op: Any, dim: int) -> int | None:
     from spyre_rules.facts.reduction_facts import split_extent
 
     return split_extent(op, dim)
+
+
+def _symbol_dim(op: Any, symbol: str) -> int | None:
+    """The host dim a loop symbol walks: its output dim, else its reduction's split dim."""
+    from spyre_rules.facts.access import output_dim, reduction_symbols
+    from spyre_rules.facts.reduction_facts import reduction_split_dim
+
+    dim = output_dim(op, symbol)
+    if dim is not None:
+        return dim
+    found = [s for s in reduction_symbols(op) if str(s) == str(symbol)]
+    return reduction_split_dim(op, found[0]) if len(found) == 1 else None
 
 
 def _gathered_rows(cand: Any) -> bool:

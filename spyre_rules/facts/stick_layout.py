@@ -377,17 +377,26 @@ def restickify_layout(
     host_stride: Sequence[int],
     dtype: Any,
     new_stick_dim: int,
+    held_dims: Sequence[int] = (),
 ) -> SpyreTensorLayout:
     """Layout of a buffer restickified so host dim ``new_stick_dim`` is the stick.
 
     The host shape is kept (restickify changes only the device layout, §1.5); the
-    other host dims keep their relative order, outermost first.
+    other host dims keep their relative order, outermost first, except that the
+    ``held_dims`` (dims the reader holds at one value: an expert's weights selected
+    from a stack) go outermost on the device: the generic layout moves the first dim
+    of its order just before the stick, inside every other, so the first dim the
+    reader walks takes that place and a step of the dims it walks never strides over
+    the values it does not read (§1.6).
     """
     size, stride = _check_host(host_size, host_stride)
     if not size:
         raise LayoutError("cannot restickify a scalar: it has no host dim to stick on")
     n = _dim_index(new_stick_dim, len(size), "new_stick_dim")
-    order = [d for d in range(len(size)) if d != n] + [n]
+    others = [d for d in range(len(size)) if d != n]
+    held = [d for d in others if d in set(held_dims)]
+    walked = [d for d in others if d not in held]
+    order = (walked[:1] + held + walked[1:] if held and walked else others) + [n]
     return generic_stick_layout(size, stride, dtype, order)
 
 

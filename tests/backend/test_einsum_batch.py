@@ -131,6 +131,7 @@ def test_without_the_floors_the_budget_ends_first(monkeypatch):
     from spyre_rules.engine import search
 
     monkeypatch.setattr(search, "below_floor", lambda *args: False)
+    monkeypatch.setattr(search, "viable_counts", lambda floors, dim, counts, limit: counts)
     x = torch.randn(1, C32 * L32, H32, N32)
     with pytest.raises(Exception, match=r"no combined split among host dims \[1, 3, 2\]"):
         _compile_at_1_mib(_long_scores, x, x.clone())

@@ -24,6 +24,9 @@ OPTIONAL_BOUNDS = ("widen_to_dims",)
 DECISION_BINDINGS = {
     "dims": "list[int]",
     "groups": "list[DimGroup]",
+    # the dims among them the search chooses a split for: more than one legal count that
+    # no read floor rules out (a dim the floors force to one count is fixed; engine/span_floor.py)
+    "open_dims": "list[int]",
     # the candidates' accesses on the dims with no legal split above 1
     "unshrunk": "str",
     # per such dim, the legality guard or each failing requirement with the counts it refused
