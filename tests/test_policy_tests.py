@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (96 tests in 5 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (97 tests in 5 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -143,7 +143,7 @@ def test_program_errors_exit_2_naming_the_test(capsys, tmp_path):
     assert code == 2
     assert err.strip().startswith("spyre-rules test: error: ")
     assert err.strip().endswith("bad.toml:2: test 'p': program: line 1: method `.foo` is not supported (supported: abs, amax, "
-                           "amin, argmax, argmin, contiguous, exp, expand, float, half, index_add_, index_copy_, mean, neg, permute, prod, "
+                           "amin, argmax, argmin, contiguous, cumsum, exp, expand, float, half, index_add_, index_copy_, mean, neg, permute, prod, "
                            "relu, reshape, softmax, sqrt, squeeze, std, sum, t, transpose, unsqueeze, "
                            "var, view)")
 
