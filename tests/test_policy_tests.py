@@ -143,7 +143,7 @@ def test_program_errors_exit_2_naming_the_test(capsys, tmp_path):
     assert code == 2
     assert err.strip().startswith("spyre-rules test: error: ")
     assert err.strip().endswith("bad.toml:2: test 'p': program: line 1: method `.foo` is not supported (supported: abs, amax, "
-                           "amin, argmax, argmin, contiguous, exp, expand, float, half, index_add_, index_copy_, mean, neg, permute, prod, "
+                           "amin, argmax, argmin, contiguous, cumsum, exp, expand, float, half, index_add_, index_copy_, mean, neg, permute, prod, "
                            "relu, reshape, softmax, sqrt, squeeze, std, sum, t, transpose, unsqueeze, "
                            "var, view)")
 

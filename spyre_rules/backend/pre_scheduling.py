@@ -13,7 +13,8 @@ order:
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
    then, with automatic tiling on, ``window_gathered_reads``: an op whose gathered
    rows alone overflow the limit reads its table in windows of rows
-   (backend/gathered_windows.py);
+   (backend/gathered_windows.py), and an overflowing op that computes a value from
+   its index reads it from an index table instead (backend/index_tables.py);
 4. ``record_plan``      -- one plan record per op: ``decision = "no plan"``;
 5. every pass in ``pass_lists.PRE_SCHEDULING_PASSES``, in order (hints, then
    coarse tiling; each is called as ``fn(graph)`` and may update the op's plan
@@ -34,6 +35,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.dead_ops import drop_dead_ops
 from spyre_rules.backend.gathered_windows import window_gathered_reads
+from spyre_rules.backend.index_tables import read_index_values
 from spyre_rules.backend.collectives import register_collective_steps
 from spyre_rules.backend.host_steps import (
     active_plan,
@@ -163,6 +165,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     insert_restickify(graph, state)
     if automatic_tiling_enabled():
         window_gathered_reads(graph, state.host_steps)
+        read_index_values(graph, state, state.host_steps)
     record_plan(graph, state)
     capturing = _capture_sink is not None
     try:

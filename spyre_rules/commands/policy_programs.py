@@ -33,7 +33,7 @@ class ProgramError(ValueError):
 METHODS = frozenset({
     "sum", "mean", "amax", "amin", "exp", "relu", "neg", "abs", "sqrt", "t", "transpose",
     "permute", "reshape", "view", "contiguous", "unsqueeze", "squeeze", "expand", "softmax",
-    "half", "float", "argmax", "argmin", "var", "std", "prod",
+    "half", "float", "argmax", "argmin", "var", "std", "prod", "cumsum",
     "index_copy_", "index_add_",  # in-place writes of an input (a KV cache): c = x.index_copy_(...)
 })
 

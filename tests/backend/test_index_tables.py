@@ -1,0 +1,66 @@
+"""Index values read from index tables (backend/index_tables.py).
+
+Mamba2's segment sum scans the chunk positions of an expanded tensor: our cumsum is a
+masked reduction whose mask compares the scanned position ``j`` with the reduced one
+``k`` (``ops.index_expr``, backend/scan.py).  A counted loop runs one program for every
+tile, so a value computed from a tiled index would restart at 0 on every tile: the
+planner refused every split of ``j`` and ``k``, and one head's (128, 128) fp32 block
+(64 KiB) overflowed 32 KiB whatever the other splits (the tiny Mamba2 and Bamba of the
+architecture sweep, issue 41).  With automatic tiling on, an overflowing op reads such
+values from a table of positions instead, which moves with the loop like any read.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from spyre_helpers import run_spyre
+
+from spyre_rules import config
+from spyre_rules import capture_operations
+from spyre_rules.backend.index_tables import INDEX_TABLE_KIND
+from spyre_rules.engine import plan_graph
+from spyre_rules.ir.op_identity import op_kind, stamped_kind
+from spyre_rules.program.op_spec import LoopSpec
+
+LIMIT = 32 * 1024
+
+
+def segment_cumsum(a):
+    """transformers' ``segment_sum`` up to its cumsum: (1, 4, 1, 128) -> (1, 4, 1, 128, 128)."""
+    n = a.size(-1)
+    x = a[..., None].expand(*a.size(), n)
+    mask = torch.tril(torch.ones(n, n, dtype=torch.bool), diagonal=-1)
+    return torch.cumsum(x.masked_fill(~mask, 0), dim=-2)
+
+
+def _inputs():
+    # small integers: every partial sum is exact in fp32, whatever the order
+    return [torch.randint(-3, 4, (1, 4, 1, 128), generator=torch.Generator().manual_seed(0))
+            .float()]
+
+
+def test_scan_reads_its_positions_from_a_table_and_tiles_them():
+    with config.patch(max_span_bytes=LIMIT, ignore_span_overflow_hints=False):
+        ops = capture_operations(segment_cumsum, *_inputs())
+        decisions = {d.op: d.as_dict() for d in plan_graph(ops)}
+    (table,) = [op for op in ops if stamped_kind(op) == INDEX_TABLE_KIND]
+    (scan,) = [op for op in ops if op_kind(op) == "reduction:sum"]
+    assert list(table.get_size()) == [128, 32]  # one position per stick
+    with ops.graph_context(0):
+        assert table.get_name() in {dep.name for dep in scan.get_read_writes().reads}
+    assert decisions[table.get_name()]["decision"] == "no plan"  # 16 KiB: fits untiled
+    # heads, the scanned position j (2 tiles of 64 rows) and the reduced position k
+    # (reduction dim 0 of a rank-5 op: split dim 5): each tile reads its rows of the table
+    levels = decisions[scan.get_name()]["plan"]["levels"]
+    assert [(lv["selected_host_dim"], lv["split_count"]) for lv in levels] \
+        == [(1, 4), (3, 2), (5, 2)]
+
+
+def test_tiled_scan_equals_eager():
+    xs = _inputs()
+    with config.patch(max_span_bytes=LIMIT, ignore_span_overflow_hints=False,
+                      span_check="error"):
+        compiled = run_spyre(segment_cumsum, *xs)
+    assert any(isinstance(s, LoopSpec) for k in compiled.kernels for s in k.specs)
+    assert torch.equal(compiled.output, segment_cumsum(*xs))
