@@ -17,6 +17,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
+from spyre_rules.backend.merged_layouts import lay_out_merged_views
 from spyre_rules.backend.stick_choice import restuck_for_broadcast_read, restuck_off_a_wide_read
 from spyre_rules.backend.support import is_opaque_input, static_ints
 from spyre_rules.errors import LayoutError
@@ -113,6 +114,8 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout
+    # merged_layouts.py: a concatenation read through a flattening view
+    lay_out_merged_views(graph, state)
     state.host_outputs = _host_visible_outputs(graph)
 
 

@@ -32,7 +32,7 @@ from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
-from spyre_rules.facts.restickify_facts import staged_restickify_layout
+from spyre_rules.facts.restickify_facts import staged_restickify_layout, stick_run_bytes
 from spyre_rules.facts.stick_layout import restickify_layout, within_stick_host_dim
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.errors import UnsupportedGraph
@@ -93,7 +93,8 @@ def _required_var(
     return v if involves_v else None
 
 
-def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[str, int]:
+def _needed_restickifies(op: ir.ComputedBuffer,
+                         state: RulesGraphState) -> dict[str, tuple[int, int | None]]:
     rw = op.get_read_writes()
     writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
     if len(writes) != 1:
@@ -103,7 +104,7 @@ def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[
         return {}
     (v,) = out_sticks
     out_vars = set(writes[0].ranges)
-    needed: dict[str, int] = {}
+    needed: dict[str, tuple[int, int | None]] = {}
     as_laid_out: list[tuple[MemoryDep, Any, set[sympy.Symbol]]] = []
     for dep in rw.reads:
         layout = state.layouts.get(dep.name)
@@ -123,13 +124,13 @@ def _needed_restickifies(op: ir.ComputedBuffer, state: RulesGraphState) -> dict[
         stride = [int(s) for s in layout.stride]
         if dim == within_stick_host_dim(size, stride, layout.device_layout):
             continue
-        needed[dep.name] = dim
+        needed[dep.name] = (dim, _reduction_dim(op, layout, dep, required, out_vars))
     if as_laid_out and not config.ignore_span_overflow_hints:
         fitting = fitting_tiles(op, state.layouts, [dep for dep, _, _ in as_laid_out])
         for dep, layout, read_sticks in as_laid_out:
             dim = _off_a_cut_stick(op, dep, layout, v, read_sticks, out_vars, fitting)
             if dim is not None:
-                needed[dep.name] = dim
+                needed[dep.name] = (dim, None)
     return needed
 
 
@@ -165,15 +166,36 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
     return min(others, key=lambda d: (stride[d], -d))
 
 
+def _reduction_dim(op: ir.ComputedBuffer, layout: Any, dep: MemoryDep, required: sympy.Symbol,
+                   out_vars: set[sympy.Symbol]) -> int | None:
+    """The host dim of a batchmatmul's reduction variable k in an operand it needs stuck
+    on an output variable (the m of a matrix-vector product, whose output is stuck on
+    m), else None."""
+    if not (isinstance(op.data, ir.Reduction) and op.data.reduction_type == "batchmatmul"):
+        return None
+    reduction_vars = set(dep.ranges) - out_vars
+    if required not in out_vars or len(reduction_vars) != 1:
+        return None
+    return _host_dim_of(layout, dep, next(iter(reduction_vars)))
+
+
 def _make_restickify(
-    graph: Any, state: RulesGraphState, src: str, dim: int, consumer: ir.ComputedBuffer
+    graph: Any, state: RulesGraphState, src: str, dims: tuple[int, int | None],
+    consumer: ir.ComputedBuffer,
 ) -> str:
-    key = (src, dim)
-    if key in state.restickified:
-        return state.restickified[key]
     src_layout = state.layouts[src]
     size = [int(s) for s in src_layout.size]
     stride = [int(s) for s in src_layout.stride]
+    dim, reduced = dims
+    device_layout = restickify_layout(size, stride, src_layout.dtype, dim,
+                                      _held_dims(consumer, src, src_layout))
+    inside = reduced is not None and reduced != dim and _reduction_inside(
+        size, stride, device_layout, reduced)
+    if inside:
+        device_layout = staged_restickify_layout(size, stride, src_layout.dtype, dim, reduced)
+    key = (src, dim, reduced) if inside else (src, dim)
+    if key in state.restickified:
+        return state.restickified[key]
     if int(src_layout.offset) != 0:
         raise UnsupportedGraph(
             f"{op_description(consumer)} needs {src} restickified, but {src} starts at "
@@ -182,8 +204,7 @@ def _make_restickify(
     layout = FixedTiledLayout(
         src_layout.device, src_layout.dtype, [sympy.Integer(s) for s in size],
         [sympy.Integer(s) for s in stride],
-        device_layout=restickify_layout(size, stride, src_layout.dtype, dim,
-                                        _held_dims(consumer, src, src_layout)),
+        device_layout=device_layout,
     )
     name = _insert_copy(graph, state, src, layout, consumer, RESTICKIFY_KIND)
     state.restickified[key] = name
@@ -209,6 +230,22 @@ def _held_dims(consumer: ir.ComputedBuffer, src: str, layout: Any) -> list[int]:
                  and int(layout.size[d]) > 1}
         held = fixed if held is None else held & fixed
     return sorted(held or ())
+
+
+def _reduction_inside(size: list[int], stride: list[int], device_layout: Any,
+                      reduced: int) -> bool:
+    """Whether a batchmatmul operand restickified onto an output variable keeps its
+    reduction dim k just outside the new stick instead of where the generic layout
+    puts it.  There k may sit outermost (the scan's states [L, I, N] stuck on I put N
+    over all of L and I), and a k-controlled read spans its device stride per value:
+    when one stick's worth of k (the least a reduction tile may hold without cutting
+    the other operand's sticks) already spans more than the limit, no split of the
+    product fits.  Just outside the stick, one value of k spans one stick.  Only
+    under automatic tiling: the layout serves the tiles it would cut."""
+    if config.ignore_span_overflow_hints:
+        return False
+    run = stick_run_bytes(size, stride, device_layout, reduced)
+    return run is not None and run > config.max_span_bytes
 
 
 def _stage_if_policy_says(graph: Any, state: RulesGraphState, src: str, name: str) -> None:
@@ -318,6 +355,6 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
             continue
         needed = _needed_restickifies(op, state)
         if needed:
-            renames = {src: _make_restickify(graph, state, src, dim, op)
-                       for src, dim in needed.items()}
+            renames = {src: _make_restickify(graph, state, src, dims, op)
+                       for src, dims in needed.items()}
             _read_through_copies(op, renames)

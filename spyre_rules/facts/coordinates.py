@@ -48,6 +48,7 @@ __all__ = [
     "device_coordinates",
     "forward_coordinates",
     "host_coordinates",
+    "index_term_extents",
     "safe_mod",
     "safe_substitute",
     "to_plain_sympy",
@@ -250,6 +251,13 @@ def _terms(
     if constant > 0:
         terms.insert(0, (sympy.Integer(constant), 1, _INF))
     return terms, back, shown
+
+
+def index_term_extents(index: Any, var_ranges: Mapping[Any, Any]) -> list[tuple[int, int]]:
+    """``(step, limit)`` of every loop-driven term of ``index`` (its constant offset
+    left out): the term takes the values ``0, step, ..., limit - step``."""
+    terms, _, _ = _terms(index, var_ranges, bounded=True)
+    return [(int(step), int(limit)) for _, step, limit in terms if limit != _INF]
 
 
 # --------------------------------------------------------------------------- the algorithm
@@ -549,4 +557,27 @@ def access_coordinates(
     host = host_coordinates(size, stride, local, var_ranges)
     forward, syms = forward_coordinates(_layout_of(layout), size, stride)
     mapping = dict(zip(syms, host))
-    return [safe_substitute(c, mapping) for c in forward]
+    bounds = {s: int(r) for s, r in var_ranges.items() if _as_int(r) is not None}
+    return [_within_ranges(safe_substitute(c, mapping), bounds) for c in forward]
+
+
+def _within_ranges(expr: sympy.Expr, ranges: Mapping[Any, int]) -> sympy.Expr:
+    """``expr`` with every ``Mod(g, m)`` whose ``g`` stays below ``m`` written ``g`` and
+    every ``floor(g)`` whose ``g`` stays below 1 written 0, over ``ranges``.
+
+    The forward map divides a host dim over the device dims it spans across its
+    whole size (a layout merging host dims splits one at the merge); an access
+    walking less of that dim (a concatenation region, a slice) never reaches the
+    split, and its coordinates say so: exact, and their per-tile shifts constant.
+    """
+    if not expr.has(sympy.Mod, sympy.floor):
+        return expr
+    args = [_within_ranges(a, ranges) for a in expr.args]
+    if isinstance(expr, sympy.Mod) and args[1].is_Integer and args[1] > 0:
+        top = _max_value(args[0], ranges)
+        return args[0] if top is not None and top < int(args[1]) else safe_mod(*args)
+    if isinstance(expr, sympy.floor):
+        top = _max_value(args[0], ranges)
+        if top is not None and top < 1:
+            return sympy.Integer(0)
+    return expr.func(*args)
