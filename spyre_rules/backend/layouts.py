@@ -18,7 +18,11 @@ from torch._inductor import ir
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
 from spyre_rules.backend.merged_layouts import lay_out_merged_views
-from spyre_rules.backend.stick_choice import restuck_for_broadcast_read, restuck_off_a_wide_read
+from spyre_rules.backend.stick_choice import (
+    broadcast_read_restickify,
+    restuck_for_broadcast_read,
+    restuck_off_a_wide_read,
+)
 from spyre_rules.backend.support import is_opaque_input, static_ints
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
@@ -111,6 +115,9 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
             restrided.add(op.get_name())
         else:
             layout = restuck_off_a_wide_read(op, layout, state.layouts) or layout
+            moved = broadcast_read_restickify(op, layout, state.layouts, restrided)
+            if moved is not None:
+                state.broadcast_restickifies[op.get_name()] = dict([moved])
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout

@@ -30,8 +30,8 @@ from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
 from spyre_rules.facts.stick_layout import restickify_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 
-__all__ = ["cuts_sticks_of", "fitting_tiles", "restuck_for_broadcast_read",
-           "restuck_off_a_wide_read"]
+__all__ = ["broadcast_read_restickify", "cuts_sticks_of", "fitting_tiles",
+           "restuck_for_broadcast_read", "restuck_off_a_wide_read"]
 
 
 def _device_vars(layout: Any, dep: MemoryDep) -> list[set[sympy.Symbol]] | None:
@@ -57,7 +57,7 @@ def _cuts_read_sticks(write: MemoryDep, u: sympy.Symbol, itemsize: int, stick_el
 
 
 def _stick_var(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
-               restuck: set[str]) -> tuple[MemoryDep, sympy.Symbol] | None:
+               restuck: set[str]) -> tuple[MemoryDep, sympy.Symbol, MemoryDep] | None:
     rw = op.get_read_writes()
     writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
     if len(writes) != 1:
@@ -81,11 +81,30 @@ def _stick_var(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
         if not sticks or sticks[-1] != {u} or u == v:
             continue
         if dep.name in restuck:
-            return write, u
+            return write, u, dep
         if v not in dep.index.free_symbols and _cuts_read_sticks(
                 write, u, layout.dtype.itemsize, read_layout.device_layout.device_size[-1]):
-            return write, u
+            return write, u, dep
     return None
+
+
+def _narrower_than_a_stick(write: MemoryDep, u: sympy.Symbol, layout: Any) -> bool:
+    return int(write.ranges[u]) < layout.device_layout.elems_per_stick
+
+
+def _restickify_dim(read_layout: Any, dep: MemoryDep, u: sympy.Symbol,
+                    out_vars: set[sympy.Symbol]) -> int | None:
+    """The read's innermost host dim (smallest stride) of size > 1 that one output
+    variable other than ``u`` walks, or None."""
+    try:
+        coords = host_coordinates(read_layout.size, read_layout.stride,
+                                  dep.index - read_layout.offset, dep.ranges)
+    except CoordinateError:
+        return None
+    found = [d for d, c in enumerate(coords)
+             if int(read_layout.size[d]) > 1 and len(c.free_symbols & out_vars) == 1
+             and u not in c.free_symbols]
+    return min(found, key=lambda d: int(read_layout.stride[d]), default=None)
 
 
 def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
@@ -95,9 +114,10 @@ def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict
     if config.ignore_span_overflow_hints:
         return None  # the layout only serves the tiles automatic tiling would cut
     found = _stick_var(op, layout, layouts, restuck)
-    if found is None:
-        return None
-    write, u = found
+    if found is None or found[2].name not in restuck and _narrower_than_a_stick(
+            found[0], found[1], layout):
+        return None  # broadcast_read_restickify's case
+    write, u, _ = found
     size = [int(s) for s in layout.size]
     stride = [int(s) for s in layout.stride]
     try:
@@ -207,3 +227,24 @@ def restuck_off_a_wide_read(op: ir.ComputedBuffer, layout: Any,
         layout.device, layout.dtype, list(layout.size), list(layout.stride),
         device_layout=restickify_layout(size, stride, layout.dtype, dim),
     )
+
+
+def broadcast_read_restickify(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
+                              restuck: set[str]) -> tuple[str, int] | None:
+    """``(buffer, host dim)``: the broadcast read to restickify onto that dim, when the
+    read's stick variable ``u`` is narrower than a stick of ``op``'s output.  Stuck on
+    ``u`` (``restuck_for_broadcast_read``), the output would pad every stick (4 heads
+    of fp32: 8 times its bytes, GatedDeltaNet's ``value * beta``); the read is a
+    broadcast, far smaller than the output, so it is the read that moves its stick,
+    onto another variable of the output: ``op`` keeps its own layout and splits ``u``
+    without cutting the read's sticks."""
+    if config.ignore_span_overflow_hints:
+        return None
+    found = _stick_var(op, layout, layouts, restuck)
+    if found is None:
+        return None
+    write, u, dep = found
+    if dep.name in restuck or not _narrower_than_a_stick(write, u, layout):
+        return None
+    dim = _restickify_dim(layouts[dep.name], dep, u, set(write.ranges))
+    return None if dim is None else (dep.name, dim)

@@ -15,14 +15,14 @@ from spyre_rules.facts.in_place import spans_in_place_target_whole as _spans_tar
 from spyre_rules.facts.op_cache import op_facts
 from spyre_rules.facts.records import FactError
 from spyre_rules.facts.records import as_int as _int
-from spyre_rules.facts.regions import effective_layout, spans_concatenation_whole
+from spyre_rules.facts.regions import effective_layout, region_start, spans_concatenation_whole
 from spyre_rules.facts.registry import Layout, Op, fact
 from spyre_rules.facts.snapshot import static_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.ir_edit import op_description as _op_description
 from spyre_rules.ir.op_identity import op_name
 
-__all__ = ["BATCH_MATMUL", "extent", "has_fixed_tiled_layout", "has_indirect_reads", "ordered_read_names",
+__all__ = ["BATCH_MATMUL", "concat_region_start", "extent", "has_fixed_tiled_layout", "has_indirect_reads", "ordered_read_names",
            "has_static_layout", "is_batch_matmul", "is_computed_buffer", "is_pointwise",
            "spans_concat_whole", "spans_in_place_target_whole", "writes_in_place",
            "is_reduction", "layout", "op_description", "order_dependencies", "rank", "read_names",
@@ -56,6 +56,11 @@ def writes_concat_region(op: Op) -> bool:
 @fact
 def spans_concat_whole(op: Op, dim: int) -> bool:
     return spans_concatenation_whole(op, int(dim))
+
+
+@fact
+def concat_region_start(op: Op, dim: int) -> int | None:
+    return region_start(op, int(dim))
 
 
 @fact

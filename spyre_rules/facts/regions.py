@@ -32,8 +32,8 @@ from spyre_rules.facts.stick_layout import dtype_info
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.facts.tile_extent import tile_extent
 
-__all__ = ["effective_layout", "region_output_view", "region_target", "region_write",
-           "spans_concatenation_whole"]
+__all__ = ["effective_layout", "region_output_view", "region_start", "region_target",
+           "region_write", "spans_concatenation_whole"]
 
 
 def region_target(op: Any) -> tuple[Any, int] | None:
@@ -78,6 +78,32 @@ def spans_concatenation_whole(op: Any, dim: int) -> bool:
     if not 0 <= dim < len(ranges) or len(ranges) != len(full):
         return False
     return as_int(ranges[dim]) is not None and as_int(ranges[dim]) == as_int(full[dim])
+
+
+def region_start(op: Any, dim: int) -> int | None:
+    """Where op's window starts along host dim ``dim`` of its concatenation (0 for an op
+    that writes no region); None when that is not static.
+
+    The window's storage offset is one position of the concatenation's host strides,
+    read off from the largest stride down; the window must fit inside the
+    concatenation from there, else None (no position of it explains the offset)."""
+    found = region_target(op)
+    if found is None:
+        return 0
+    concat, offset = found
+    sizes = [as_int(s) for s in concat.layout.size]
+    strides = [as_int(s) for s in concat.layout.stride]
+    ranges = [as_int(r) for r in getattr(getattr(op, "data", None), "ranges", None) or ()]
+    if None in sizes or None in strides or None in ranges or len(ranges) != len(sizes) \
+            or not 0 <= dim < len(sizes):
+        return None
+    start, rest = [0] * len(sizes), offset
+    for d in sorted(range(len(sizes)), key=lambda d: -strides[d]):
+        if strides[d] > 0 and sizes[d] > 1:
+            start[d], rest = divmod(rest, strides[d])
+    if rest or any(start[d] + ranges[d] > sizes[d] for d in range(len(sizes))):
+        return None
+    return start[dim]
 
 
 def region_output_view(layout: FixedTiledLayout, write: MemoryDep, position_vars: list[Any],

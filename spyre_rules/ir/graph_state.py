@@ -39,6 +39,9 @@ class RulesGraphState:
     #: buffer -> dim names given by ``name_tensor_dims`` inside compiled code
     #: (hints/api.py ``name_dims``, lowered by backend/named_dims.py).
     named_buffers: dict[str, tuple[str | None, ...]] = dataclasses.field(default_factory=dict)
+    #: op name -> {buffer it broadcasts: host dim to restickify it onto} (stick_choice.py:
+    #: a read stuck on a variable narrower than a stick, which the op must split).
+    broadcast_restickifies: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     #: restickified buffer -> the trace of the ``restickify`` section's decision on it

@@ -80,6 +80,7 @@ from spyre_rules.ir.op_identity import op_name
 from spyre_rules.facts.in_place import in_place_target, spans_in_place_target_whole
 from spyre_rules.facts.layout_facts import within_stick_dim
 from spyre_rules.facts.op_cache import op_facts
+from spyre_rules.facts.regions import region_start
 from spyre_rules.facts.memory_order import memory_order, ordered_dense_strides, resize_in_memory_order
 from spyre_rules.facts.tile_extent import tile_extent
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
@@ -306,7 +307,8 @@ def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset
     what they read; a user hint loop).  An automatic group never holds one (the
     concatenation closes the grouping's run): a region may then split the
     concatenated dim when that is not the stick dim, each tile whole rows of its
-    window (planner.rules ``concat_dims_whole``)."""
+    window, or when it is, in tiles of whole sticks from a window that starts on a
+    stick boundary (planner.rules ``concat_dims_whole``)."""
     view = op.layout.view
     base = V.graph.get_buffer(view.get_name())
     full = _static(base.get_size(), "concatenation size", op)
@@ -314,6 +316,8 @@ def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset
     stick = within_stick_dim(base.get_layout()) if alone else None
     for d, (before, after) in enumerate(zip(old, new)):
         if alone and stick is not None and d != stick:
+            continue
+        if alone and d == stick and _whole_sticks_of(op, base.get_layout(), d, after):
             continue
         if before != after and (d >= len(full) or full[d] != before):
             raise CoarseTileError(
@@ -323,6 +327,16 @@ def _check_region(op: Any, old: list[int], new: list[int], loop_names: frozenset
                 "split the regions unevenly; tile another dim, or keep the concatenation "
                 "outside the tiled block"
             )
+
+
+def _whole_sticks_of(op: Any, layout: Any, dim: int, tile: int) -> bool:
+    """Whether a region's tiles of ``tile`` elements along the concatenation's stick dim
+    ``dim`` are whole sticks of it: its window starts on a stick boundary and each tile
+    (the last one may be shorter: it ends where the window does) is whole sticks."""
+    if not isinstance(layout, FixedTiledLayout):
+        return False
+    start, elems = region_start(op, dim), layout.device_layout.elems_per_stick
+    return start is not None and start % elems == 0 and tile % elems == 0
 
 
 def _tile(op: Any, level: _Level, what: str, size: int, full: int, where: str, d: int) -> int:

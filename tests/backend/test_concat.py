@@ -145,20 +145,37 @@ def test_a_concatenation_tiled_along_its_concatenated_dim_is_refused_by_name(fre
         run_spyre(f, x)
 
 
-def test_a_region_whose_only_split_is_the_concatenated_dim_is_refused_by_name():
+def test_a_region_splits_the_stick_dim_in_whole_sticks_of_the_concatenation():
     """cat([a * 2, b * 3], -1) of fp32 (64, 64) and (64, 32) at 2 KiB: a 2-D buffer keeps
-    its rows inside each column stick, so only a column split would shrink a region's
-    write, and columns are the concatenated dim (issue 33: regions tile automatically
-    only along dims every region spans whole)."""
+    its rows inside each column stick, so only a column split shrinks a region's write,
+    and columns are the concatenated dim.  Both windows start on a stick (columns 0 and
+    64), so the first region tiles its columns into whole sticks (a q, k, v projection's
+    cat along its features): 4 x 2 tiles, each written straight into the concatenation.
+    Span check on, bitwise equal eager."""
     from spyre_rules import config
 
     a, b = _randn((64, 64), (64, 32), dtype=torch.float32)
     fn = lambda a, b: torch.cat([a * 2, b * 3], -1)  # noqa: E731
+    with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error"):
+        compiled = run_spyre(fn, a, b)
+    torch.testing.assert_close(compiled.output, fn(a, b), atol=0, rtol=0)
+
+
+def test_a_region_whose_window_starts_inside_a_stick_is_refused_by_name():
+    """cat([a * 2, b * 3], -1) of fp32 (64, 16) and (64, 48) at 2 KiB: the second window
+    starts at column 16, inside a stick, so every tile of its columns would cut the
+    concatenation's sticks, and no other split shrinks its write (issue 33)."""
+    from spyre_rules import config
+
+    a, b = _randn((64, 16), (64, 48), dtype=torch.float32)
+    fn = lambda a, b: torch.cat([a * 2, b * 3], -1)  # noqa: E731
     with config.patch(max_span_bytes=2048, ignore_span_overflow_hints=False), \
-            pytest.raises(Exception, match=r"Cannot auto-tile buf0 \(aten ops: mul.Tensor\): no "
+            pytest.raises(Exception, match=r"Cannot auto-tile buf1 \(aten ops: mul.Tensor\): no "
                           r"legal split brings its read under the limit of 2048 bytes .* host dim "
-                          r"1: splits 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16, 22, 32, 64 fail concat_dims_whole \(buf0 writes a "
-                          r"region of a concatenation shorter than it along host dim 1"):
+                          r"1: splits .* fail concat_dims_whole \(buf1 writes a region of a "
+                          r"concatenation shorter than it along host dim 1, its stick dim, and its "
+                          r"tiles would not be whole sticks of the concatenation \(window start 16"):
         run_spyre(fn, a, b)
 
 
