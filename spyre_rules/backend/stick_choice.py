@@ -14,6 +14,12 @@ would write (``u`` the stick): its tiles split anything but ``u``'s sticks.  Ops
 reading it with ``u`` outermost in their own default layout (the cumsum over it,
 the masks, the exp) follow, so the chain stays stuck on ``u``
 (docs/layout_model.md §1.3).
+
+When ``u`` is narrower than a stick of the output, that remedy pads every stick of
+the output (4 heads of fp32: 8 times its bytes) and the chain after it cannot tile;
+the read, a broadcast far smaller than the output, is restickified instead onto
+another output variable (``broadcast_read_restickify``; backend/restickify.py
+inserts the copy) and the op keeps its layout.
 """
 
 from __future__ import annotations
@@ -114,9 +120,8 @@ def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict
     if config.ignore_span_overflow_hints:
         return None  # the layout only serves the tiles automatic tiling would cut
     found = _stick_var(op, layout, layouts, restuck)
-    if found is None or found[2].name not in restuck and _narrower_than_a_stick(
-            found[0], found[1], layout):
-        return None  # broadcast_read_restickify's case
+    if found is None or _read_to_restickify(found, layout, layouts, restuck) is not None:
+        return None  # none, or broadcast_read_restickify's case
     write, u, _ = found
     size = [int(s) for s in layout.size]
     stride = [int(s) for s in layout.stride]
@@ -241,8 +246,13 @@ def broadcast_read_restickify(op: ir.ComputedBuffer, layout: Any, layouts: dict[
     if config.ignore_span_overflow_hints:
         return None
     found = _stick_var(op, layout, layouts, restuck)
-    if found is None:
-        return None
+    return None if found is None else _read_to_restickify(found, layout, layouts, restuck)
+
+
+def _read_to_restickify(found: tuple[MemoryDep, sympy.Symbol, MemoryDep], layout: Any,
+                        layouts: dict[str, Any], restuck: set[str]) -> tuple[str, int] | None:
+    """None keeps Mamba2's remedy: a chain already stuck on ``u``, a ``u`` a stick wide,
+    or a read with no other output variable to stick on."""
     write, u, dep = found
     if dep.name in restuck or not _narrower_than_a_stick(write, u, layout):
         return None
