@@ -11,7 +11,9 @@ order:
    Spyre ops read a layout; ``host_step_records`` adds their plan records last);
 2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
-   then, with automatic tiling on, ``window_gathered_reads``: an op whose gathered
+   then, with automatic tiling on, ``relayout_finely_split_inputs``: a graph input a
+   reader must split finer than another read's stick gets that dim just outside its
+   stick (backend/input_layouts.py), and ``window_gathered_reads``: an op whose gathered
    rows alone overflow the limit reads its table in windows of rows
    (backend/gathered_windows.py), and an overflowing op that computes a value from
    its index reads it from an index table instead (backend/index_tables.py);
@@ -42,6 +44,7 @@ from spyre_rules.backend.host_steps import (
     host_step_layouts,
     partition,
 )
+from spyre_rules.backend.input_layouts import relayout_finely_split_inputs
 from spyre_rules.backend.layouts import assign_layouts
 from spyre_rules.backend.pass_lists import PRE_SCHEDULING_PASSES, SKIPPED_BY_CAPTURE
 from spyre_rules.backend.restickify import insert_restickify
@@ -164,6 +167,7 @@ def run_pre_scheduling_passes(graph: Any) -> None:
     host_step_layouts(graph, state)
     insert_restickify(graph, state)
     if automatic_tiling_enabled():
+        relayout_finely_split_inputs(graph, state)
         window_gathered_reads(graph, state.host_steps)
         read_index_values(graph, state, state.host_steps)
     record_plan(graph, state)

@@ -482,11 +482,11 @@ def test_scalar_reduction_takes_a_reduction_level():
     assert [lv.is_reduction for lv in plan.levels] == [True]
 
 
-def test_more_than_three_overflowing_host_dims_is_unsupported():
-    ops = capture("rank5", lambda a: a + 1, torch.randn(2, 2, 2, 2, 64, dtype=FP16))
+def test_more_than_four_overflowing_host_dims_is_unsupported():
+    ops = capture("rank6", lambda a: a + 1, torch.randn(2, 2, 2, 2, 2, 64, dtype=FP16))
     assert unsupported(ops, max_span_bytes=128) == (
-        "Cannot auto-tile buf0: host dims [1, 2, 3, 0] overflow, more than the bounded "
-        "search limit of 3")
+        "Cannot auto-tile buf0: host dims [1, 2, 3, 4, 0] overflow, more than the bounded "
+        "search limit of 4")
 
 
 def test_no_legal_divisor_17():
