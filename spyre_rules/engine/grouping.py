@@ -128,10 +128,11 @@ class _Grouper:
     (``root``: groups, hints, decisions, closed auto-tiled ops, hint ids)."""
 
     def __init__(self, ev: Evaluator, hinted: frozenset, written: dict[str, int],
-                 root: "_Grouper | None" = None) -> None:
+                 root: "_Grouper | None" = None, last_writer: dict[str, str] | None = None) -> None:
         self.ev = ev
         self.hinted = hinted
         self.written = written  # buffer name -> graph position of its last write
+        self.last_writer = last_writer or {}  # buffer name -> the op that writes it last
         self.root = self if root is None else root
         self.members: list[_Member] = []
         self.member_names = NameLog()
@@ -275,13 +276,18 @@ class _Grouper:
         start = self.written.get(self.members[0].op.get_name())
         if needs is None or start is None:
             return False
-        return all(name in self.hoisted or self.written.get(name, -1) < start for name in needs)
+        # a hoisted op's buffer is ready before the loop unless a later op writes it in
+        # place (an index_add into hoisted zeros inside the run: its readers wait for it)
+        return all(self.written.get(name, -1) < start
+                   or name in self.hoisted and self.last_writer.get(name) == name
+                   for name in needs)
 
     def hoist(self, op: Any) -> TraceStep:
         """``op`` runs before the open run's loop, grouped in the side stream."""
         self.hoisted[op.get_name()] = self.members[0].op.get_name()
         if self.side is None:
-            self.side = _Grouper(self.ev, self.hinted, self.written, root=self)
+            self.side = _Grouper(self.ev, self.hinted, self.written, root=self,
+                                 last_writer=self.last_writer)
         return self.side.visit(op)
 
     def close_side(self) -> None:
@@ -432,6 +438,16 @@ def write_positions(operations: Sequence[Any]) -> dict[str, int]:
     return written
 
 
+def last_writers(operations: Sequence[Any]) -> dict[str, str]:
+    """Buffer name -> the name of the last op in ``operations`` that writes it."""
+    writers: dict[str, str] = {}
+    for op in operations:
+        writers[op.get_name()] = op.get_name()
+        for name in getattr(op, "get_mutation_names", lambda: ())():
+            writers[name] = op.get_name()
+    return writers
+
+
 def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
                   trace: list[TraceStep] | None = None,
                   graph_operations: Sequence[Any] | None = None) -> GroupingOutcome:
@@ -445,19 +461,20 @@ def decide_groups(operations: Sequence[Any], max_cores: int | None = None,
     decides what a hoisted op may move past; default ``operations``."""
     # grouping reads the ops, never edits them (the applying pass does); engine/collector.py
     with memo.stable(), existing_objects_frozen():
-        return _decide_groups(operations, max_cores, trace,
-                              write_positions(operations if graph_operations is None
-                                              else graph_operations))
+        every = operations if graph_operations is None else graph_operations
+        return _decide_groups(operations, max_cores, trace, write_positions(every),
+                              last_writers(every))
 
 
 def _decide_groups(operations: Sequence[Any], max_cores: int | None,
-                   trace: list[TraceStep] | None, written: dict[str, int]) -> GroupingOutcome:
+                   trace: list[TraceStep] | None, written: dict[str, int],
+                   last_writer: dict[str, str] | None = None) -> GroupingOutcome:
     ev = evaluator(max_cores)
     if trace is not None:
         ev.trace = trace
     hinted = frozenset(op.get_name() for op in operations
                        if facts.is_computed_buffer(op) and facts.has_user_hints(op))
-    grouper = _Grouper(ev, hinted, written)
+    grouper = _Grouper(ev, hinted, written, last_writer=last_writer)
     actions: dict[str, TraceStep] = {}
     with graph_scope(operations) as graph_of:
         for op in operations:
