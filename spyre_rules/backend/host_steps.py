@@ -272,7 +272,7 @@ def host_step_layouts(graph: Any, state: Any) -> None:
         written = [name] + [m for m in op.get_mutation_names() if m != name]
         stick = []
         for buf_name in written:
-            if buf_name not in spyre_reads or buf_name in state.host_inputs:
+            if buf_name not in spyre_reads or buf_name in state.host_input_set():
                 continue
             buf = graph.get_buffer(buf_name)
             layout = state.layouts.get(buf_name)

@@ -80,7 +80,7 @@ def kernel_wrote(state: RulesGraphState, names: Iterable[str], unstickified: Ite
 
 
 def host_step_wrote(state: RulesGraphState, names: Iterable[str]) -> None:
-    inputs = set(state.host_inputs)
+    inputs = state.host_input_set()  # kept by the state: not rebuilt per host step
     for name in names:
         state.host_stale.discard(name)
         if name in state.layouts and name not in inputs:

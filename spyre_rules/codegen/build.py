@@ -174,7 +174,7 @@ def build_op_spec(snode: Any, kernel: Any, state: RulesGraphState) -> OpSpec:
     target = state.in_place.get(op.get_name())
     if target is not None:
         spec.op_info["in_place"] = {"op": op.get_name(), "of": target}
-        if target in state.host_inputs:
+        if target in state.host_input_set():
             spec.op_info["in_place"]["write_through"] = True
     if tiled:
         host_dims = dict(zip(symbols, _kept_dims(op)))
