@@ -56,7 +56,7 @@ def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):
 
 
 def test_check_errors_refuse_to_load_and_carry_diagnostics(tmp_path):
-    target = rules_copy(tmp_path, {"limits.rules": [("const MAX_TILE_DIMS = 3;",
+    target = rules_copy(tmp_path, {"limits.rules": [("const MAX_TILE_DIMS = 4;",
                                                     "const MAX_TILE_DIMS = true;")]})
     with pytest.raises(PolicyError) as info:
         load_policy([str(target)])
