@@ -66,9 +66,10 @@ def test_support_matrix_names_the_reductions_the_policy_splits():
     kinds = re.findall(r'"(\w+)"', rule.split("kind in {", 1)[1].split("}", 1)[0])
     row = _support_matrix()["Reduction-controlled spans (a sum's reduced axis, a matmul's k)"][1]
     listed = row.rsplit(")", 1)[1].strip("; ")
-    assert listed == "sum, matmul, max, min, any, argmax, argmin, welford; prod over integers only"
+    assert listed == ("sum, matmul, max, min, any, argmax, argmin, welford, softmax_values; "
+                      "prod over integers only")
     assert [k.replace("batchmatmul", "matmul").replace("welford_reduce", "welford") for k in kinds] \
-        == ["sum", "matmul", "max", "min", "any", "argmax", "argmin", "welford"]
+        == ["sum", "matmul", "max", "min", "any", "argmax", "argmin", "welford", "softmax_values"]
     assert 'kind == "prod" and output_dtype(op) in {"int32", "int64", "bool"}' in rule
 
 

@@ -59,7 +59,7 @@ from torch._inductor.scheduler import Scheduler
 from spyre_rules.backend import (
     attention, concat, depthwise_conv, eye, grouped_mm, hinted_fills, histogram,
     host_steps, matmul, named_dims, post_grad, pre_scheduling, precision_casts, ranking, scan,
-    triangular_solve,
+    softmax_values, triangular_solve,
 )
 from spyre_rules.backend.host_codegen import make_codegen_extern_call
 from spyre_rules.backend.post_fusion import RulesPostFusionPass
@@ -242,6 +242,7 @@ def spyre_rules_context() -> Iterator[None]:
                           make_codegen_extern_call(Scheduler.codegen_extern_call))
         )
         stack.enter_context(matmul.batchmatmul_lowerings())
+        stack.enter_context(softmax_values.softmax_values_lowerings())
         stack.enter_context(scan.scan_lowerings())
         stack.enter_context(ranking.ranking_lowerings())
         stack.enter_context(grouped_mm.grouped_mm_lowerings())

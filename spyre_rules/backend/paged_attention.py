@@ -1,5 +1,5 @@
-"""Decode attention over a paged KV cache, written as key blocks with a softmax combine
-(flash-decoding), in plain PyTorch.
+"""Decode attention over a paged KV cache, written as key blocks with an online-softmax
+combine (flash-decoding), in plain PyTorch.
 
 ``paged_decode_attention(query, k_cache, v_cache, block_table, seq_lens)`` is what a
 serving engine's paged-attention kernel computes for one new token per sequence: query
@@ -29,24 +29,22 @@ recognises it and rewrites it into ``key_block_attention`` below.  Here:
   ``[block_size, kv_heads, head_dim / stick, num_blocks, stick]`` (the outermost host dim
   moves just before the stick), pages innermost, so a read of whole pages spans the whole
   pool while a read of ``k`` in-page positions of any pages spans ``k / block_size`` of it.
-* **The gather writes its blocks outermost.**  ``pool.permute(1, 0, 2, 3)[None, :, table]``
-  is ``(1, block_size, batch, blocks_per_sequence, kv_heads, head_dim)``: the leading unit
-  dim is the one moved next to the stick, so the block dim is the outermost device dim and a
-  tile of blocks writes one contiguous slab of the gathered buffer.  Every later op keeps
-  the block dim at host dim 1 for the same reason.
-* **The combine.**  The key loop computes per block the scores, their max ``m_j`` (0 for a
-  block with no valid key) and ``l_j = sum exp(s - m_j)``; then ``M = max_j m_j`` and
-  ``w_j = exp(m_j - M)`` (0 for an empty block), and the value loop accumulates the
-  rescaled partial outputs ``sum_j w_j * (exp(s_j - m_j) @ v_j)`` (a reduction level over
-  the blocks, ``docs/accumulation.md``), divided once by ``sum_j w_j * l_j``.  This is
-  flash-decoding's split-KV combine (the running max replaced by the max over the blocks'
-  maxima, which the key loop leaves behind): the same value as a running max, and each
-  loop reads its cache once.
+* **The gather writes kv heads, then blocks, outermost.**
+  ``pool.permute(2, 1, 0, 3)[None, :, :, table]`` is ``(1, kv_heads, block_size, batch,
+  blocks_per_sequence, head_dim)``: the leading unit dim is the one moved next to the stick,
+  so kv heads and blocks are the outermost device dims and a tile of (heads, blocks) writes
+  one contiguous slab of the gathered buffer.  Kv heads come first because the key loop
+  tiles them as an output level, which must be outside the reduction level over the blocks.
+* **The combine is one reduction.**  ``softmax_values`` (``softmax_values.py``) reduces the
+  scores and the values over the keys (blocks, pages) to ``softmax(s) @ v``; tiled over the
+  key blocks, its accumulator carries flash-decoding's running state (``acc``, ``max``,
+  ``sum``) across the key tiles in ONE loop with both page gathers
+  (``docs/accumulation.md``), and ``acc / sum`` is stored once after it.
 
 Numerics follow eager's hand-written decode (``softmax(float(q @ k^T) / sqrt(d)).to(dtype)
-@ v``): the scores are the product in the cache dtype, widened; max, exponentials, sums and
-the combine are float32; each block's probabilities are rounded to the value dtype for the
-product with ``v``, whose partial outputs are widened before the combine.
+@ v``) up to the softmax: the scores are the product in the cache dtype, widened; max,
+exponentials, sums, the product with the widened values and the combine are float32 (the
+probabilities are not rounded to the value dtype), rounded once to the output dtype.
 """
 
 from __future__ import annotations
@@ -57,15 +55,16 @@ from collections.abc import Callable
 import torch
 
 from spyre_rules.backend.batch_matmul import batchmatmul
+from spyre_rules.backend.softmax_values import softmax_values
 
 __all__ = ["paged_decode_attention", "key_block_attention", "gather_key_blocks"]
 
 
 def gather_key_blocks(pool: torch.Tensor, block_table: torch.Tensor) -> torch.Tensor:
-    """The sequences' pages as ``(1, block_size, batch, blocks_per_sequence, kv_heads,
-    head_dim)``: block ``j`` (host dim 1) holds in-page token ``j`` of every page, and is the
-    outermost dim of the gathered buffer's device layout."""
-    return pool.permute(1, 0, 2, 3).unsqueeze(0)[:, :, block_table]
+    """The sequences' pages as ``(1, kv_heads, block_size, batch, blocks_per_sequence,
+    head_dim)``: block ``j`` (host dim 2) holds in-page token ``j`` of every page; kv heads
+    then blocks are the outermost dims of the gathered buffer's device layout."""
+    return pool.permute(2, 1, 0, 3).unsqueeze(0)[:, :, :, block_table]
 
 
 def paged_decode_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -101,28 +100,27 @@ def key_block_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     ``masked_scores(products)`` turns the products ``q @ k^T`` (in the cache dtype, laid out
     ``(1, block_size, batch, kv_heads, group, pages)``: key ``page * block_size + j`` at
     ``[0, j, b, h, g, page]``) into the scores the softmax runs over, a masked key ``-inf``
-    (the caller's scaling, casts and mask).  Max, exponentials, sums and the combine are at
-    least float32; each block's probabilities are rounded to the value dtype for their
-    product with ``v``."""
+    (the caller's scaling, casts and mask).  Max, exponentials, sums, the value product and
+    the combine are at least float32 (``softmax_values``)."""
     batch, heads, dim = query.shape
     kv_heads = k_cache.shape[2]
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
     group = heads // kv_heads
-    keys = gather_key_blocks(k_cache, block_table)     # (1, bs, b, pages, kvh, d)
-    values = gather_key_blocks(v_cache, block_table)
-    block_size = k_cache.shape[1]
-    q = query.view(1, 1, batch, kv_heads, group, dim).expand(1, block_size, batch, kv_heads, group, dim)
+    # both gathered tile by tile inside the key loop (the values' gather reads nothing the
+    # loop computes: grouping.rules independent_gather_in_run)
+    values = gather_key_blocks(v_cache, block_table)   # (1, kvh, bs, b, pages, d)
+    keys = gather_key_blocks(k_cache, block_table)
+    block_size, pages = k_cache.shape[1], block_table.shape[1]
+    q = query.view(1, batch, kv_heads, group, dim).permute(0, 2, 1, 3, 4).unsqueeze(2).expand(
+        1, kv_heads, block_size, batch, group, dim)
     # products over the real batch dims, however the caller is traced (batch_matmul.py)
-    scores = masked_scores(batchmatmul(q, keys.permute(0, 1, 2, 4, 5, 3)))   # (1, bs, b, kvh, g, pages)
-    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-    block_max = scores.amax(-1, keepdim=True)          # (1, bs, b, kvh, g, 1)
-    block_max = torch.where(block_max == -math.inf, 0.0, block_max)
-    weights = torch.exp(scores - block_max)
-    block_sum = weights.sum(-1, keepdim=True)
-    partial = batchmatmul(weights.to(v_cache.dtype), values.permute(0, 1, 2, 4, 3, 5))   # (.., g, d)
-    rescale = torch.exp(block_max - block_max.amax(1, keepdim=True))
-    rescale = torch.where(block_sum > 0, rescale, 0.0)
-    total = (rescale * block_sum).sum(1)               # (1, b, kvh, g, 1)
-    out = (rescale * partial.to(scores.dtype)).sum(1) / total   # (1, b, kvh, g, d)
+    products = batchmatmul(q, keys.permute(0, 1, 2, 3, 5, 4))   # (1, kvh, bs, b, g, pages)
+    scores = masked_scores(products.permute(0, 2, 3, 1, 4, 5))  # (1, bs, b, kvh, g, pages)
+    # one reduction over the keys (blocks, pages): the key loop carries its running
+    # max, sum and value accumulator (softmax_values.py); scores (1, b, kvh, g, bs, pages)
+    keys_last = scores.permute(0, 2, 3, 4, 1, 5)
+    per_key = values.permute(0, 3, 1, 2, 4, 5).unsqueeze(3).expand(
+        1, batch, kv_heads, group, block_size, pages, values.shape[5])
+    out = softmax_values(keys_last, per_key, 2)        # (1, b, kvh, g, d)
     return out.reshape(batch, heads, v_cache.shape[-1]).to(out_dtype)

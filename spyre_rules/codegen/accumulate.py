@@ -18,7 +18,7 @@ A multi-field accumulator (argmax / argmin, welford: ``passes/combine.py``
 field, in an order that reads only fields not yet updated; an index reduction
 ends with ``acc_count``, which adds one tile's points to its count), and a
 finalise of the field the op stores (argmax's index, welford's mean / m2 /
-weight).
+weight) or of a formula of its fields (softmax_values: ``acc / sum``).
 
 The accumulator's args are ``per_tile_fixed`` and not kernel arguments
 (``arg_index`` -1: device-only, like the LX scratchpad).  Each spec says what it
@@ -37,7 +37,7 @@ from typing import Any
 import sympy
 
 from spyre_rules.codegen.access import access_coordinates
-from spyre_rules.codegen.accumulate_fields import count_step
+from spyre_rules.codegen.accumulate_fields import count_step, finalize_step
 from spyre_rules.codegen.accumulate_fields import steps as field_steps
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.stick_layout import contiguous_strides
@@ -94,7 +94,8 @@ def _stored_field(acc: Any, program: list[dict[str, Any]], store: dict[str, Any]
     """The accumulator field the op's output is (finalise): its reduction's value, or
     one element of a tuple-valued partial (welford's getitem)."""
     if at is not None and store["value"] == at == len(program) - 1:
-        return "index" if acc.reduction in ("argmax", "argmin") else "value"
+        return {"argmax": "index", "argmin": "index", "softmax_values": "acc"}.get(
+            acc.reduction, "value")
     tail = [] if at is None else program[at + 1:]
     if (at is not None and len(acc.fields) > 1 and store["value"] > at and tail
             and all(e["op"] == "getitem" and e["in"] == [at] for e in tail)):
@@ -220,14 +221,25 @@ def accumulation_specs(
                                         n_levels - acc.first_level))
 
     field = acc.field(stored)
+    formula = finalize_step(acc.reduction, {f.role: _dtype_name(f.dtype) for f in acc.fields})
+    if formula is None:
+        final_args = [access(field, True), out_arg]
+        final_program = [{"op": "load", "arg": 0, "dtype": _dtype_name(field.dtype)}]
+    else:  # the output is a formula of the fields (softmax_values: acc / sum)
+        final_args, final_program = [], [dict(e) for e in formula.entries]
+        for at_load, role in formula.loads.items():
+            final_args.append(access(acc.field(role), True))
+            final_program[at_load]["arg"] = len(final_args) - 1
+        final_args.append(out_arg)
     finalize = OpSpec(
         op=FINALIZE,
         is_reduction=False,
         iteration_space=dict(space),
-        args=[access(field, True), out_arg],
+        args=final_args,
         op_info={
-            "program": [{"op": "load", "arg": 0, "dtype": _dtype_name(field.dtype)}],
-            "store": {"arg": 1, "value": 0, "dtype": store["dtype"]},
+            "program": final_program,
+            "store": {"arg": len(final_args) - 1, "value": len(final_program) - 1,
+                      "dtype": store["dtype"]},
             "reduction_symbols": [],
             "accumulate": {"step": "finalize", "accumulator": acc.name,
                            "reduction": acc.reduction, "dtype": store["dtype"],

@@ -1,4 +1,4 @@
-"""Combine programs of multi-field accumulators: argmax / argmin and welford.
+"""Combine programs of multi-field accumulators: argmax / argmin, welford, softmax_values.
 
 An OpSpec stores one value, so a reduction whose partial result is a tuple
 (``passes/combine.py`` ``FIELDS``) updates its accumulator in one combine step
@@ -26,6 +26,17 @@ iteration:
       mean = mean_a + delta * w2_over_w
       m2 = m2_a + m2_b + delta * delta * weight_a * w2_over_w
 
+* softmax_values (flash-decoding): acc, sum, max.  With ``m`` the running max,
+  ``(acc_t, m_t, l_t)`` the tile's partial and ``g(x) = where(x == -inf, 0, x)``
+  (a range whose keys are all masked subtracts 0: ``exp(-inf) = 0``, never NaN)::
+
+      m' = maximum(m, m_t)
+      acc = acc * exp(g(m) - g(m')) + acc_t * exp(g(m_t) - g(m'))
+      sum = sum * exp(g(m) - g(m')) + l_t * exp(g(m_t) - g(m'))
+      max = m'
+
+  and the finalise step divides once: ``out = acc / sum`` (``finalize_step``).
+
 ``steps`` returns, per step, the field it stores and the entries appended to
 the traced program (loads name accumulator fields by role: codegen binds them to
 args).
@@ -35,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Step", "steps", "count_step"]
+__all__ = ["Step", "steps", "count_step", "finalize_step"]
 
 
 class Step:
@@ -143,6 +154,43 @@ def _welford_steps(at: int, dtypes: dict[str, str]) -> list[Step]:
     return out
 
 
+def _softmax_steps(at: int, dtypes: dict[str, str]) -> list[Step]:
+    dt = dtypes["max"]
+    out = []
+    for role in ("acc", "sum", "max"):
+        step = Step(role, at + 1)
+        acc_t, max_t, sum_t = (step.add({"op": "getitem", "in": [at], "index": i})
+                               for i in range(3))
+        old_max = step.load("max", dt)
+        top = step.op("maximum", old_max, max_t)
+        if role == "max":
+            out.append(step)
+            continue
+        masked, zero = step.const(float("-inf"), dt), step.const(0.0, dt)
+
+        def safe(x: int, step: Step = step) -> int:
+            return step.op("where", step.op("eq", x, masked), zero, x)
+
+        safe_top = safe(top)
+        scale_old = step.op("exp", step.op("sub", safe(old_max), safe_top))
+        scale_new = step.op("exp", step.op("sub", safe(max_t), safe_top))
+        old = step.load(role, dtypes[role])
+        step.op("add", step.op("mul", old, scale_old),
+                step.op("mul", acc_t if role == "acc" else sum_t, scale_new))
+        out.append(step)
+    return out
+
+
+def finalize_step(kind: str, dtypes: dict[str, str]) -> Step | None:
+    """The finalise program of an accumulator whose output is a formula of its fields
+    (softmax_values: ``acc / sum``); None when the output is one field."""
+    if kind != "softmax_values":
+        return None
+    step = Step("acc", 0)
+    step.op("truediv", step.load("acc", dtypes["acc"]), step.load("sum", dtypes["sum"]))
+    return step
+
+
 def steps(kind: str, at: int, acc: Any, dtypes: dict[str, str]) -> list[Step]:
     """The combine steps of a multi-field accumulator, in run order (module doc).
 
@@ -153,6 +201,8 @@ def steps(kind: str, at: int, acc: Any, dtypes: dict[str, str]) -> list[Step]:
         return _index_steps(kind, at, acc, dtypes)
     if kind == "welford_reduce":
         return _welford_steps(at, dtypes)
+    if kind == "softmax_values":
+        return _softmax_steps(at, dtypes)
     raise ValueError(f"no multi-field combine for reduction {kind!r}")
 
 

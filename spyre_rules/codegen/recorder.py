@@ -32,7 +32,8 @@ from spyre_rules.program.pointwise import POINTWISE_OPS
 __all__ = ["Access", "ProgramRecorder", "Ref", "dtype_name"]
 
 REDUCTION_TYPES = frozenset(
-    {"sum", "prod", "max", "min", "any", "argmax", "argmin", "welford_reduce", "batchmatmul"}
+    {"sum", "prod", "max", "min", "any", "argmax", "argmin", "welford_reduce", "batchmatmul",
+     "softmax_values"}
 )
 _TUPLE_REDUCTIONS = {"welford_reduce": 3}
 

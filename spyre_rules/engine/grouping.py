@@ -121,6 +121,17 @@ def carry(op: Any, tiled: dict[str, _Member], loop: list[Level]) -> Carry | None
     return Carry(levels, _tiling(levels), frozenset(m.op.get_name() for m in read))
 
 
+def align(plan_levels: list[Level] | None, loop: list[Level]) -> Carry | None:
+    """The ``aligned`` binding: for an op independent of the open run, the run's split
+    on the op's own planned dims, level by level (prelude ``aligned``).  None without a
+    plan, a run, or one output level per loop level."""
+    if not plan_levels or not loop or len(plan_levels) != len(loop) \
+            or any(lv.is_reduction for lv in plan_levels):
+        return None
+    levels = [Level(own.host_dim, run.split, False) for own, run in zip(plan_levels, loop)]
+    return Carry(levels, _tiling(levels), frozenset())
+
+
 class _Grouper:
     """One stream of ops with at most one open run.  The main stream visits every op;
     ops that rules ``hoist`` (independent of its open run) go to its side stream,
@@ -334,7 +345,14 @@ class _Grouper:
             found = cells["refined"]
             return None if found is None else found[0]
 
+        def aligned() -> Carry | None:
+            if "aligned" not in cells:
+                own = plan() if independent else None
+                cells["aligned"] = None if own is None else align(own.levels, self.loop)
+            return cells["aligned"]
+
         env = self.ev.env(op=op, plan=Lazy(plan), carried=Lazy(carried), run=self.run_value(),
+                          aligned=Lazy(aligned),
                           refined=Lazy(refined), independent=independent,
                           # built when a rule reads it (only planned ops reach that rule)
                           auto_tiled_producers=Lazy(self.auto_tiled_value),
@@ -357,7 +375,9 @@ class _Grouper:
         if action == "pass":
             self.close_run()
         elif action == "conform":
-            through = carried()
+            # an op independent of the run carries nothing through reads: its own
+            # planned dims take the run's split level by level (`aligned`)
+            through = carried() if carried() is not None or not independent else aligned()
             if through is None:
                 raise Unsupported(f"grouping rule `{rule.name}` conforms {name} to the open run, "
                                   "but its reads of the run carry no split onto its dims")

@@ -3,7 +3,8 @@
 A reduction whose range is larger than the chunk bound is evaluated in pieces
 along the reduction axis; ``combine`` merges the partial result of a piece into
 the running one (sums add, extrema compare, arg-extrema keep the first index,
-Welford partials merge with Chan's formula).
+Welford partials merge with Chan's formula, softmax_values partials -- (acc, max,
+sum) -- with the online-softmax combine).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def reduce_chunk(kind: str, values: list[Any], shape: list[int], n_red: int, off
         if n_red != 1:
             raise ValueError(f"batchmatmul over {n_red} reduction axes")
         return torch.einsum("...k,...k->...", a, b).expand(out_shape)
+    if kind == "softmax_values":
+        return _softmax_values(*(_t(v).expand(shape) for v in values), out_shape, count)
     if kind in ("argmax", "argmin") and len(values) == 2:
         return _arg_with_index(kind, *(_t(v).expand(shape) for v in values), out_shape, count)
     (x,) = (_t(v).expand(shape) for v in values)
@@ -89,6 +92,23 @@ def _arg_with_index(kind: str, x: torch.Tensor, index: torch.Tensor, out_shape: 
     return value, torch.where(at, idx, torch.full_like(idx, big)).amin(-1)
 
 
+def _safe_max(top: torch.Tensor) -> torch.Tensor:
+    """The max the exponentials subtract: 0 where every key is masked (-inf), so an
+    empty range or tile gives exp(-inf) = 0, never exp(nan)."""
+    return torch.where(top == -math.inf, torch.zeros_like(top), top)
+
+
+def _softmax_values(scores: torch.Tensor, values: torch.Tensor, out_shape: list[int],
+                    count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """softmax_values' partial result over a chunk: (acc, max, sum) = (sum exp(s - m) v,
+    m, sum exp(s - m)), m the chunk's max of the scores (passes/combine.py FIELDS)."""
+    s = scores.reshape(*out_shape, count)
+    v = values.reshape(*out_shape, count)
+    top = s.amax(-1)
+    weights = torch.exp(s - _safe_max(top).unsqueeze(-1))
+    return (weights * v).sum(-1), top, weights.sum(-1)
+
+
 def _better(kind: str, new: tuple, old: tuple) -> torch.Tensor:
     # torch.max/min treat NaN as the extreme value; equal values (NaN with NaN) keep
     # the lower index (Inductor's maximum_with_index), which for positional indices
@@ -122,6 +142,12 @@ def combine(kind: str, acc: Any, part: Any) -> Any:
         n = na + nb
         delta = mb - ma
         return ma + delta * nb / n, m2a + m2b + delta * delta * na * nb / n, n
+    if kind == "softmax_values":
+        (acc_a, max_a, sum_a), (acc_b, max_b, sum_b) = acc, part
+        top = torch.maximum(max_a, max_b)
+        scale_a = torch.exp(_safe_max(max_a) - _safe_max(top))
+        scale_b = torch.exp(_safe_max(max_b) - _safe_max(top))
+        return acc_a * scale_a + acc_b * scale_b, top, sum_a * scale_a + sum_b * scale_b
     raise ValueError(f"unknown reduction type {kind!r}")
 
 
@@ -129,4 +155,6 @@ def finish(kind: str, acc: Any) -> Any:
     """The reduction's value: arg-reductions keep only the index."""
     if kind in ("argmax", "argmin"):
         return acc[1]
+    if kind == "softmax_values":
+        return acc[0] / acc[2]
     return acc

@@ -25,7 +25,8 @@ A reduction whose partial result is a tuple (argmax / argmin, welford;
 ``combine.FIELDS``) has one accumulator buffer per field (``AccField``), each
 with its own dtype and identity: value (compute dtype of the input; -inf / +inf
 or the integer extreme), index (int64, 0), count (int64, 0) for the index
-reductions; mean, m2, weight (float32, 0) for welford.  ``index_map`` records the
+reductions; mean, m2, weight (float32, 0) for welford; acc (0), max (-inf), sum
+(0), float32, for softmax_values (flash-decoding's running state).  ``index_map`` records the
 per-tile reduction geometry codegen needs to turn a tile's local index into the
 index over the whole reduction range.
 
@@ -78,7 +79,7 @@ class AccumulatorError(CoarseTileError):
 class AccField:
     """One buffer of an accumulator (``combine.FIELDS``; a one-field accumulator: "value")."""
 
-    role: str  # "value", "index", "count", "mean", "m2", "weight"
+    role: str  # "value", "index", "count", "mean", "m2", "weight", "acc", "max", "sum"
     name: str  # device buffer name
     dtype: torch.dtype
     identity: Any  # what the init step writes
@@ -192,6 +193,8 @@ def _fields(op: Any, kind: str, name: str) -> tuple[AccField, ...]:
             start = _extreme(kind, dtype)
         elif role in ("index", "count"):
             dtype, start = torch.int64, 0
+        elif role == "max":  # softmax_values' running max of the scores
+            dtype, start = accumulation_dtype(op.get_dtype()), float("-inf")
         else:  # welford's mean, m2, weight
             dtype, start = accumulation_dtype(op.get_dtype()), 0
             if not dtype.is_floating_point:

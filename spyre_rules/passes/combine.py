@@ -13,7 +13,12 @@ Inductor's own split reductions merge them:
   points combined so far, which turns a tile's local index into the index over
   the whole reduction range;
 * welford_reduce: ``mean``, ``m2`` and ``weight`` (Chan's parallel combination:
-  Inductor's ``welford_combine``).
+  Inductor's ``welford_combine``);
+* softmax_values (``backend/softmax_values.py``): ``acc`` (the unnormalised value
+  sum ``sum exp(s - max) v``), ``max`` (the running max of the scores) and ``sum``
+  (``sum exp(s - max)``), merged by flash-decoding's online-softmax combine:
+  ``max' = max(max, max_t)``, both sides rescaled by ``exp(max - max')`` and
+  ``exp(max_t - max')`` and added; the output is ``acc / sum`` after the loop.
 
 A type in neither table cannot be tiled along its reduction dim.  Whether a
 reduction *should* be split automatically (exactness in the executed dtype) is
@@ -38,6 +43,7 @@ FIELDS = {
     "argmax": ("value", "index", "count"),
     "argmin": ("value", "index", "count"),
     "welford_reduce": ("mean", "m2", "weight"),
+    "softmax_values": ("acc", "max", "sum"),
 }
 
 #: the name of the merge a multi-field accumulator records (plan.json, op_info)
@@ -45,6 +51,7 @@ FIELD_COMBINE = {
     "argmax": "maximum_with_index",
     "argmin": "minimum_with_index",
     "welford_reduce": "welford_combine",
+    "softmax_values": "online_softmax_combine",
 }
 
 

@@ -53,11 +53,13 @@ coordinate over the symbol's whole range ``[0, size)``.
   - ``{"op": "reduction", "type": t, "in": [x] | [a, b], "dtype": d,
     "src_dtype": s}`` -- reduces over the reduction symbols; ``t`` is one of
     sum, prod, max, min, any, argmax, argmin, welford_reduce (value is the
-    triple mean, m2, weight) or batchmatmul (``in`` = the operand pair; sum of
-    products).  At most one reduction per op; it is the last computing entry.
+    triple mean, m2, weight), batchmatmul (``in`` = the operand pair; sum of
+    products) or softmax_values (``in`` = (score, value); ``sum exp(s - m) v /
+    sum exp(s - m)``, ``m`` the max score, 0 when all are -inf).  At most one reduction per op; it is the last computing entry.
     Optional ``"partial": true`` (a reduction level's combine step,
     ``codegen/accumulate_fields.py``): the value is the tile's combinable partial
-    result, for argmax / argmin the pair (value, index) instead of the index.
+    result, for argmax / argmin the pair (value, index) instead of the index, for
+    softmax_values the triple (acc, max, sum) instead of ``acc / sum``.
   - ``{"op": "getitem", "in": [x], "index": i}`` -- element of a tuple value.
   - ``{"op": "indirect_index", "in": [x], "symbol": s, "size": n, "wrap_neg": w}``
     -- binds the *indirect symbol* ``s`` (``ind0, ind1, ...``) to value ``x``

@@ -119,19 +119,21 @@ def _gathers(plan):
     return [r for r in plan["ops"] if "index.Tensor" in r["description"]]
 
 
-def _assert_gathers_in_key_loops(plan, gathered_bytes, values_per_tile=True):
-    """Each page gather tiled over the key blocks (host dim 1); the keys' inside the key loop,
-    a per-tile buffer; the values' too when ``values_per_tile`` (else, as for
-    ``paged_decode_attention`` at these shapes, the scheduler puts the probabilities' cast
-    between the values' gather and its reader, so the gather writes each tile into its whole
-    buffer: every access fits, the buffer is whole)."""
+def _assert_gathers_in_key_loops(plan, gathered_bytes):
+    """Each page gather tiled over the key blocks (host dim 2, inside the kv heads), both
+    inside the ONE key loop of the softmax_values reduction (its level over the key blocks
+    carries flash-decoding's running (acc, max, sum)), each a per-tile buffer smaller than
+    the gathered pages."""
     segments = {s["name"]: s["size_bytes"] for s in plan["memory_map"]["segments"]}
     gathers = _gathers(plan)
     assert len(gathers) == 2, gathers   # keys, values
+    (flash,) = [r for r in plan["ops"] if "softmax_values" in r["description"]]
+    assert flash["accumulator"]["combine"] == "online_softmax_combine"
+    assert flash["loop"]["loop_tiled_reduction_dims"][-1] == [0]  # the key blocks
     for gather in gathers:
-        assert gather["levels"] and gather["levels"][0][0] == 1, gather["levels"]
-    for gather in gathers[: 2 if values_per_tile else 1]:
+        assert any(level[0] == 2 for level in gather["levels"]), gather["levels"]
         assert gather["loop"]["propagation"] == "loop-internal", gather["loop"]
+        assert gather["loop"]["loop_group_id"][0] == flash["loop"]["loop_group_id"][0]
         assert segments[gather["op"]] < gathered_bytes, (gather["op"], segments[gather["op"]])
 
 
@@ -143,9 +145,9 @@ def test_the_issue_repro_on_the_program_equals_eager(tmp_path, limit):
     if limit is None:  # nothing overflows: not rewritten, eager's attention bitwise
         assert all(r["levels"] == [] for r in plan["ops"])
         assert torch.equal(got, paged_decode(*inputs))
-    if limit == 16384:  # K pages: 16 blocks x 2 kv heads, V pages: 8 x 2 blocks, as
+    if limit == 16384:  # K and V pages: 2 kv heads x 16 blocks, one loop, as
         # paged_decode_attention's own (test_paged_attention_tiling.py)
-        assert [g["levels"] for g in _gathers(plan)] == [[[1, 16], [2, 2]], [[1, 8]]]
+        assert [g["levels"] for g in _gathers(plan)] == [[[1, 2], [2, 16]], [[1, 2], [2, 16]]]
     if limit == 65536:  # 64 KiB of gathered pages fit: not rewritten, tiled by tokens
         assert [g["levels"] for g in _gathers(plan)] == [[[2, 2]], [[2, 2]]]
     if limit == 16384:
@@ -180,11 +182,6 @@ def test_variants_are_rewritten_and_equal_eager(name):
     assert_close_to_eager(got, fn(*inputs))
 
 
-#: variants whose values' gather is tiled but written into its whole buffer (as
-#: paged_decode_attention's at the same shapes): docs/architecture.md, what is not built
-VALUES_WHOLE = {"gqa 4, expand", "block size 32"}
-
-
 # bf16 and block size 8 on the program at 16 KiB: the shared core's own tests
 # (test_paged_attention_tiling.py: the same key_block_attention); here eagerly, above
 @pytest.mark.parametrize("name", ["gqa 4, expand", "fp32", "block size 32", "additive mask over heads"])
@@ -196,7 +193,7 @@ def test_variants_at_16_kib_tile_the_gathers_in_the_key_loop(tmp_path, name):
     assert gathered > 16384
     got, plan = _on_the_program(fn, inputs, 16384, tmp_path)
     assert_close_to_eager(got, fn(*inputs))
-    _assert_gathers_in_key_loops(plan, gathered, values_per_tile=name not in VALUES_WHOLE)
+    _assert_gathers_in_key_loops(plan, gathered)
 
 
 def _scores_read_back(q, k_cache, v_cache, block_table, seq_lens):

@@ -80,14 +80,32 @@ def test_paged_decode_attention_tiles_the_key_blocks_and_equals_eager(tmp_path, 
     torch.testing.assert_close(got, want)  # float32 sums in another order, one rounding
     torch.testing.assert_close(got, paged_decode(*inputs), rtol=1e-3, atol=1e-3)
     gathers = _gathers(records)
-    # each gather (K, then V) tiled over the key blocks (host dim 1), in a loop with its
-    # readers: no copy of its tile into a full buffer
-    assert all(g["levels"] and g["levels"][0][0] == 1 for g in gathers), gathers
-    names = {g["op"] for g in gathers}
-    assert not [r for r in records if "copy of the" in r["description"]
-                and any(f"{n} tile" in r["description"] for n in names)]
-    if limit == 16384:
-        assert [g["levels"] for g in gathers] == [[[1, 16], [2, 2]], [[1, 8]]]
+    # each gather tiled over the key blocks (host dim 2, inside the kv heads)
+    assert all(any(level[0] == 2 for level in g["levels"]) for g in gathers), gathers
+    # no copy of a gathered tile into a full buffer
+    assert not [r for r in records if "copy of the" in r["description"]]
+    if limit == 16384:  # at 64 KiB the reduction's reads fit: it runs after the key loop
+        _, flash = _key_loop(records)
+        assert [g["levels"] for g in gathers] == [[[1, 2], [2, 16]], [[1, 2], [2, 16]]]
+        # both gathers per-tile buffers of the one key loop
+        assert all(g["loop"]["propagation"] == "loop-internal"
+                   and g["loop"]["loop_group_id"][0] == flash["loop"]["loop_group_id"][0]
+                   for g in gathers)
+        assert flash["levels"] == [[2, 2], [0, 16]]  # kv heads, then key blocks (reduced)
+
+
+def _key_loop(records):
+    """The K gather and the softmax_values reduction: ONE loop (the same top-level loop
+    group), the reduction's level over the key blocks carrying flash-decoding's running
+    (acc, max, sum) accumulator, the K gather's tile a per-tile buffer of that loop."""
+    (flash,) = [r for r in records if "softmax_values" in r["description"]]
+    keys = next(g for g in _gathers(records) if g["loop"]["propagation"] == "loop-internal")
+    assert keys["loop"]["loop_group_id"][0] == flash["loop"]["loop_group_id"][0]
+    acc = flash["accumulator"]
+    assert (acc["reduction"], acc["combine"]) == ("softmax_values", "online_softmax_combine")
+    assert [f["role"] for f in acc["fields"]] == ["acc", "max", "sum"]
+    assert flash["loop"]["loop_tiled_reduction_dims"][-1] == [0]  # the key blocks
+    return keys, flash
 
 
 @pytest.mark.parametrize("case", [
@@ -108,7 +126,8 @@ def test_paged_decode_attention_at_16_kib_other_shapes(tmp_path, case):
     reference = paged_decode(*inputs)
     tolerance = 2e-2 if case.get("dtype") is torch.bfloat16 else 1e-3
     torch.testing.assert_close(got, reference, rtol=tolerance, atol=tolerance)
-    assert all(g["levels"] and g["levels"][0][0] == 1 for g in _gathers(records))
+    assert all(any(level[0] == 2 for level in g["levels"]) for g in _gathers(records))
+    _key_loop(records)
 
 
 def test_hand_written_paged_decode_at_64_kib_tiles_the_page_gather_and_equals_eager(tmp_path):

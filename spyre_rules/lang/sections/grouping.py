@@ -12,5 +12,5 @@ SPEC = SectionSpec(
     "grouping", (A.LetItem, A.Decision), ("pass", "join", "conform", "refine", "hoist", "start", "single", "reject"),
     {"op": "Op", "plan": "Plan?", "run": "Run", "auto_tiled_producers": "set[str]",
      "hinted_producers": "set[str]", "carried": "Carry?", "refined": "Refine?",
-     "independent": "bool"},
+     "aligned": "Carry?", "independent": "bool"},
     first_match=True)
