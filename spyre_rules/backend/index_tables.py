@@ -75,6 +75,16 @@ class _TableReads(V.WrapperHandler):  # type: ignore[name-defined]
         super().__init__(inner)
         self._tables, self._width = tables, width
 
+    def _read(self, name: str, var: Any) -> Any:
+        """Row ``var`` of table ``name``, indexed through the table's *current* layout
+        (Inductor's lazy ``make_loader``): a later pass may give it another."""
+        # outside a graph (a pass asking an op its read names) no layout is read
+        get_buffer = getattr(V.graph, "get_buffer", None)
+        buf = get_buffer(name) if get_buffer is not None else None
+        if isinstance(buf, ir.Buffer):  # not make_loader: it would inline the table's body
+            return self._inner.load(name, buf.get_layout().make_indexer()([var, sympy.Integer(0)]))
+        return self._inner.load(name, var * self._width)
+
     def index_expr(self, expr: Any, dtype: Any) -> Any:
         inner = self._inner
         terms = _affine_terms(expr)
@@ -86,7 +96,7 @@ class _TableReads(V.WrapperHandler):  # type: ignore[name-defined]
             if term == 1:
                 part = inner.constant(coeff, _I64)
             else:
-                part = inner.load(self._tables[term], term * self._width)
+                part = self._read(self._tables[term], term)
                 if coeff != 1:
                     part = inner.mul(part, inner.constant(coeff, _I64))
             value = part if value is None else inner.add(value, part)
