@@ -88,9 +88,10 @@ def gathered_page_attention(query: torch.Tensor, k_cache: torch.Tensor, v_cache:
         b, h, _, t = (1,) * (4 - operand.dim()) + tuple(operand.shape)
         kvh, group = (kv_heads, heads // kv_heads) if h != 1 else (1, 1)
         mb, bs = (pages, block_size) if t != 1 else (1, 1)
-        # a view: tiled with the products, its tiles are translations of the first
-        # (codegen/in_allocation.py bounds them at the shifted symbols)
-        return operand.reshape(b, kvh, group, mb, bs).permute(4, 0, 1, 2, 3).unsqueeze(0)
+        # a copy in that layout, read as the products are: read through a permuted view
+        # instead, the masking op is planned on its own split and the key loop breaks in
+        # two (the issue's repro at 16 KiB: the values' gather leaves the loop)
+        return operand.reshape(b, kvh, group, mb, bs).permute(4, 0, 1, 2, 3).unsqueeze(0).contiguous()
 
     def masked_scores(products: torch.Tensor) -> torch.Tensor:
         scores = products
