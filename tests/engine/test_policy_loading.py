@@ -64,7 +64,7 @@ def test_check_errors_refuse_to_load_and_carry_diagnostics(tmp_path):
     assert err.diagnostics and {d.code for d in err.diagnostics} == {"E020"}
     text = str(err)
     assert "the rules do not check cleanly" in text
-    assert "planner.rules:" in text and "error[E020]" in text and "len(dims) > MAX_TILE_DIMS" in text
+    assert "planner.rules:" in text and "error[E020]" in text and "len(open_dims) > MAX_TILE_DIMS" in text
 
 
 def test_rules_cannot_run_python(tmp_path):
