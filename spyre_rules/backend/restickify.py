@@ -355,7 +355,8 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
             continue
         needed = _needed_restickifies(op, state)
         # a broadcast read stuck on a variable narrower than a stick (stick_choice.py)
-        needed.update(state.broadcast_restickifies.get(op.get_name(), {}))
+        needed.update({src: (dim, None) for src, dim
+                       in state.broadcast_restickifies.get(op.get_name(), {}).items()})
         if needed:
             renames = {src: _make_restickify(graph, state, src, dims, op)
                        for src, dims in needed.items()}
