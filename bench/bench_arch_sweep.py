@@ -69,6 +69,7 @@ ARCH_FIELDS = {
     "gptj": {"rotary_dim": 16},           # rotates 64 dims of each head by default: heads are 32
     "codegen": {"rotary_dim": 16},
     "dots1": {"n_shared_experts": 1},     # None by default: its shared expert is sized by it
+    "zaya": {"num_experts_per_tok": 1},   # its config refuses more than one expert per token
     # multi-head latent attention: its own head dims and low ranks (head_dim is not read),
     # one key/value head per query head (its keys come from the latent, never grouped)
     "deepseek_v2": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
