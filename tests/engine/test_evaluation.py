@@ -58,11 +58,11 @@ def test_message_rendering_and_traced_values(tmp_path, monkeypatch, add_small):
                      '  skip show when len(syms) == 3 because '
                      '"{op} {syms} {config.max_span_bytes} {MAX_TILE_DIMS}";\n')
     d = decide(add_small, max_span_bytes=8192)
-    assert d.reason == "buf0 {d0, d1, d2} 8192 3"
+    assert d.reason == "buf0 {d0, d1, d2} 8192 4"
     (step,) = d.trace
     assert (step.section, step.rule, step.outcome) == ("eligibility", "show", "skip")
     assert step.rendered_values() == {"syms": "{d0, d1, d2}", "op": "buf0",
-                                      "config.max_span_bytes": "8192", "MAX_TILE_DIMS": "3"}
+                                      "config.max_span_bytes": "8192", "MAX_TILE_DIMS": "4"}
 
 
 def test_rendering():
