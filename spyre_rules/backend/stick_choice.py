@@ -113,6 +113,18 @@ def _restickify_dim(read_layout: Any, dep: MemoryDep, u: sympy.Symbol,
     return min(found, key=lambda d: int(read_layout.stride[d]), default=None)
 
 
+def _write_host_coords(layout: Any, write: MemoryDep) -> tuple[list[int], list[int], list | None]:
+    """Host size, strides and the host coordinate of each dim ``write`` stores to (None
+    when the index does not decompose)."""
+    size = [int(s) for s in layout.size]
+    stride = [int(s) for s in layout.stride]
+    try:
+        return size, stride, host_coordinates(layout.size, layout.stride,
+                                              write.index - layout.offset, write.ranges)
+    except CoordinateError:
+        return size, stride, None
+
+
 def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict[str, Any],
                                restuck: set[str]) -> FixedTiledLayout | None:
     """``layout`` with its device layout stuck on ``u``'s host dim (host size and
@@ -123,12 +135,8 @@ def restuck_for_broadcast_read(op: ir.ComputedBuffer, layout: Any, layouts: dict
     if found is None or _read_to_restickify(found, layout, layouts, restuck) is not None:
         return None  # none, or broadcast_read_restickify's case
     write, u, _ = found
-    size = [int(s) for s in layout.size]
-    stride = [int(s) for s in layout.stride]
-    try:
-        coords = host_coordinates(layout.size, layout.stride, write.index - layout.offset,
-                                  write.ranges)
-    except CoordinateError:
+    size, stride, coords = _write_host_coords(layout, write)
+    if coords is None:
         return None
     dims = [d for d, c in enumerate(coords) if u in c.free_symbols]
     if len(dims) != 1 or int(layout.offset) != 0:
@@ -216,12 +224,8 @@ def restuck_off_a_wide_read(op: ir.ComputedBuffer, layout: Any,
     if not cuts_sticks_of(fitting_tiles(op, layouts, reads), v, int(write.ranges[v]),
                           int(layout.device_layout.device_size[-1])):
         return None
-    size = [int(s) for s in layout.size]
-    stride = [int(s) for s in layout.stride]
-    try:
-        coords = host_coordinates(layout.size, layout.stride, write.index - layout.offset,
-                                  write.ranges)
-    except CoordinateError:
+    size, stride, coords = _write_host_coords(layout, write)
+    if coords is None:
         return None
     others = [d for d, c in enumerate(coords)
               if size[d] > 1 and c.free_symbols and v not in c.free_symbols]
