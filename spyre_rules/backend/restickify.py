@@ -28,6 +28,7 @@ from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import V, ops
 
 from spyre_rules import config
+from spyre_rules.backend.outer_order import outer_reorders
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
@@ -93,15 +94,18 @@ def _required_var(
     return v if involves_v else None
 
 
-def _needed_restickifies(op: ir.ComputedBuffer,
-                         state: RulesGraphState) -> dict[str, tuple[int, int | None]]:
+def _needed_restickifies(
+    op: ir.ComputedBuffer, state: RulesGraphState,
+) -> tuple[dict[str, tuple[int, int | None]], dict[str, FixedTiledLayout]]:
+    """(buffer -> (stick dim, reduction dim) to restickify onto, buffer -> the layout of
+    a same-stick copy with another outer order to read it through: outer_order.py)."""
     rw = op.get_read_writes()
     writes = [d for d in rw.writes if isinstance(d, MemoryDep)]
     if len(writes) != 1:
-        return {}
+        return {}, {}
     out_sticks = stick_vars(state.layouts[op.get_name()], writes[0])
     if not out_sticks or len(out_sticks) != 1:
-        return {}
+        return {}, {}
     (v,) = out_sticks
     out_vars = set(writes[0].ranges)
     needed: dict[str, tuple[int, int | None]] = {}
@@ -125,13 +129,50 @@ def _needed_restickifies(op: ir.ComputedBuffer,
         if dim == within_stick_host_dim(size, stride, layout.device_layout):
             continue
         needed[dep.name] = (dim, _reduction_dim(op, layout, dep, required, out_vars))
+    reorders: dict[str, FixedTiledLayout] = {}
     if as_laid_out and not config.ignore_span_overflow_hints:
-        fitting = fitting_tiles(op, state.layouts, [dep for dep, _, _ in as_laid_out])
+        reorders = outer_reorders(
+            op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out],
+            lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
+                                             [dep for dep, _, _ in as_laid_out]))
+        # a reordered read is measured as the op will read it: through its copy
+        layouts = {**state.layouts, **reorders}
+        fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out])
         for dep, layout, read_sticks in as_laid_out:
+            if dep.name in reorders:
+                continue
             dim = _off_a_cut_stick(op, dep, layout, v, read_sticks, out_vars, fitting)
             if dim is not None:
                 needed[dep.name] = (dim, None)
-    return needed
+    return needed, {name: lay for name, lay in reorders.items() if name not in needed}
+
+
+def _restick_would_fit(op: ir.ComputedBuffer, state: RulesGraphState, dep: MemoryDep,
+                       v: sympy.Symbol, out_vars: set[sympy.Symbol], write: MemoryDep,
+                       laid_out: list[MemoryDep]) -> bool:
+    """Whether ``_off_a_cut_stick`` moves the stick of ``dep`` onto a variable ``w`` that
+    ``op`` need not split finer than a stick, its output's write counted (qwen3_next's
+    ``k_beta``: beta moved onto the heads, while the output holds 64 KiB a head: a tile
+    of one head would cut beta's new sticks).  Unknown counts as fitting: the existing
+    remedy is kept."""
+    layout = state.layouts[dep.name]
+    sticks = stick_vars(layout, dep) or set()
+    dim = _off_a_cut_stick(op, dep, layout, v, sticks, out_vars,
+                           fitting_tiles(op, state.layouts, laid_out))
+    if dim is None:
+        return False
+    try:
+        coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
+                                  dep.ranges)
+    except CoordinateError:
+        return True
+    walked = set(coords[dim].free_symbols) & set(dep.ranges)
+    if len(walked) != 1:
+        return True
+    (w,) = walked
+    with_write = fitting_tiles(op, state.layouts, laid_out + [write])
+    return not cuts_sticks_of(with_write, w, int(dep.ranges[w]),
+                              int(layout.device_layout.elems_per_stick))
 
 
 def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: sympy.Symbol,
@@ -353,11 +394,24 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
     for op in list(graph.operations):
         if not isinstance(op, ir.ComputedBuffer):
             continue
-        needed = _needed_restickifies(op, state)
+        needed, reorders = _needed_restickifies(op, state)
         # a broadcast read stuck on a variable narrower than a stick (stick_choice.py)
         needed.update({src: (dim, None) for src, dim
                        in state.broadcast_restickifies.get(op.get_name(), {}).items()})
-        if needed:
+        if needed or reorders:
             renames = {src: _make_restickify(graph, state, src, dims, op)
                        for src, dims in needed.items()}
+            renames.update({src: _make_reorder(graph, state, src, layout, op)
+                            for src, layout in reorders.items() if src not in renames})
             _read_through_copies(op, renames)
+
+
+def _make_reorder(graph: Any, state: RulesGraphState, src: str, layout: FixedTiledLayout,
+                  consumer: ir.ComputedBuffer) -> str:
+    """An exact copy of ``src`` with its stick and another outer order (outer_order.py),
+    shared by every reader that asks for the same layout."""
+    key = (src, "order", tuple(layout.device_layout.stride_map), tuple(layout.device_layout.device_size))
+    if key not in state.restickified:
+        state.restickified[key] = _insert_copy(graph, state, src, layout, consumer,
+                                               RESTICKIFY_STAGE_KIND)
+    return state.restickified[key]

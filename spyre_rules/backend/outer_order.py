@@ -1,0 +1,113 @@
+"""Read a buffer whose stick fits but whose outer order does not through a reordered copy.
+
+A read that keeps its buffer's stick needs no restickify (restickify.py), but its outer
+(non-stick) device dims keep the buffer's order.  When the dim a loop variable ``u`` drives
+sits outermost, one step of ``u`` spans everything inside it, and automatic tiling must
+split ``u`` finer than that read alone allows (``stick_choice.fitting_tiles``).  If another
+read of the op is stuck on ``u``, such a tile cuts its sticks and no split is legal.
+qwen3_next's ``k_beta = key * beta``: the repeated key ``[1, S, 16, 2, 128]`` has the
+tokens outermost (16 KiB a token: at most 4 tokens a tile at 64 KiB) while ``beta`` is
+stuck on the tokens (whole sticks of 32).  The key is then read through an exact copy with
+the same stick and ``u``'s dim just outside it (``staged_restickify_layout``, the layout of
+a staged restickify's intermediate): one step of ``u`` spans one stick row, and the copy
+itself keeps the stick, so its tiles need no whole sticks of ``u``
+(docs/layout_model.md §1.6).  Only under automatic tiling, and only where the conflict
+would otherwise refuse the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+from torch._inductor import ir
+from torch._inductor.dependencies import MemoryDep
+
+from spyre_rules import config
+from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
+from spyre_rules.errors import CoordinateError, LayoutError
+from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.restickify_facts import staged_restickify_layout
+from spyre_rules.facts.stick_layout import within_stick_host_dim
+from spyre_rules.facts.tiled_layout import FixedTiledLayout
+
+__all__ = ["outer_reorders"]
+
+
+def _host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
+    try:
+        coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
+                                  dep.ranges)
+    except CoordinateError:
+        return None
+    dims = [d for d, c in enumerate(coords) if var in c.free_symbols]
+    return dims[0] if len(dims) == 1 else None
+
+
+def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout | None:
+    """``layout`` with the host dim ``u`` drives just outside its (unchanged) stick."""
+    try:
+        size = [int(n) for n in layout.size]
+        stride = [int(n) for n in layout.stride]
+        offset = int(layout.offset)
+    except TypeError:
+        return None
+    stick = within_stick_host_dim(size, stride, layout.device_layout)
+    dim = _host_dim_of(layout, dep, u)
+    if offset != 0 or stick is None or dim is None or dim == stick:
+        return None
+    try:
+        device_layout = staged_restickify_layout(size, stride, layout.dtype, stick, dim)
+    except LayoutError:
+        return None
+    return FixedTiledLayout(layout.device, layout.dtype, [sympy.Integer(n) for n in size],
+                            [sympy.Integer(n) for n in stride], device_layout=device_layout)
+
+
+def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
+                   reads: list[tuple[MemoryDep, set[sympy.Symbol]]],
+                   fixed_otherwise: Callable[[MemoryDep], bool]) -> dict[str, FixedTiledLayout]:
+    """Buffer -> reordered layout for each read in ``reads`` (each read as laid out, with
+    its stick variables, none indirect) that alone makes ``op`` split a variable ``u``
+    finer than a stick of another read stuck on ``u``, that no longer does once ``u``'s dim
+    sits just outside its stick, and where ``fixed_otherwise`` (the restickify pass's
+    remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
+    such read: the reorder is the last resort.  Empty untiled."""
+    if config.ignore_span_overflow_hints or isinstance(op.data, ir.Reduction) \
+            and op.data.reduction_type == "batchmatmul":
+        return {}
+    found: dict[str, FixedTiledLayout] = {}
+    for dep, _ in reads:
+        layout = layouts.get(dep.name)
+        if layout is None or not layout.dtype.is_floating_point or dep.name in found \
+                or not dep.index.free_symbols <= set(dep.ranges):
+            continue  # an indirect (gathered) read is planned by its own rules
+        own = fitting_tiles(op, layouts, [dep])
+        for u in sorted(own, key=str):
+            conflicts = _stuck_on(u, dep, reads, layouts, own)
+            if u not in dep.ranges or not conflicts \
+                    or all(fixed_otherwise(other) for other in conflicts):
+                continue
+            reordered = _reordered(layout, dep, u)
+            if reordered is None:
+                continue
+            after = fitting_tiles(op, {**layouts, dep.name: reordered}, [dep])
+            if _stuck_on(u, dep, reads, layouts, after):
+                continue
+            found[dep.name] = reordered
+            break
+    return found
+
+
+def _stuck_on(u: sympy.Symbol, dep: MemoryDep,
+              reads: list[tuple[MemoryDep, set[sympy.Symbol]]], layouts: dict[str, Any],
+              fitting: dict[sympy.Symbol, int]) -> list[MemoryDep]:
+    """The other reads of ``op`` stuck on ``u`` alone whose sticks a tile of ``u`` as small
+    as ``fitting`` asks would cut."""
+    if u not in dep.ranges:
+        return []
+    extent = int(dep.ranges[u])
+    return [other for other, sticks in reads
+            if other.name != dep.name and sticks == {u} and cuts_sticks_of(
+                fitting, u, extent, int(layouts[other.name].device_layout.device_size[-1]))]
