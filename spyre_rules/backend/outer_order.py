@@ -74,8 +74,7 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
     sits just outside its stick, and where ``fixed_otherwise`` (the restickify pass's
     remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
     such read: the reorder is the last resort.  Empty untiled."""
-    if config.ignore_span_overflow_hints or isinstance(op.data, ir.Reduction) \
-            and op.data.reduction_type == "batchmatmul":
+    if config.ignore_span_overflow_hints:
         return {}
     found: dict[str, FixedTiledLayout] = {}
     for dep, _ in reads:
