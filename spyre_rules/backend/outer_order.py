@@ -17,7 +17,7 @@ would otherwise refuse the op.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import sympy
@@ -67,20 +67,23 @@ def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout
 
 def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
                    reads: list[tuple[MemoryDep, set[sympy.Symbol]]],
-                   fixed_otherwise: Callable[[MemoryDep], bool]) -> dict[str, FixedTiledLayout]:
+                   fixed_otherwise: Callable[[MemoryDep], bool],
+                   graph_inputs: Collection[str] = ()) -> dict[str, FixedTiledLayout]:
     """Buffer -> reordered layout for each read in ``reads`` (each read as laid out, with
     its stick variables, none indirect) that alone makes ``op`` split a variable ``u``
     finer than a stick of another read stuck on ``u``, that no longer does once ``u``'s dim
     sits just outside its stick, and where ``fixed_otherwise`` (the restickify pass's
     remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
-    such read: the reorder is the last resort.  Empty untiled."""
+    such read: the reorder is the last resort.  Empty untiled.  A read of one of
+    ``graph_inputs`` is left alone: input_layouts.py lays such an input out so itself,
+    at no copy in the program."""
     if config.ignore_span_overflow_hints:
         return {}
     found: dict[str, FixedTiledLayout] = {}
     for dep, _ in reads:
         layout = layouts.get(dep.name)
         if layout is None or not layout.dtype.is_floating_point or dep.name in found \
-                or not dep.index.free_symbols <= set(dep.ranges):
+                or not dep.index.free_symbols <= set(dep.ranges) or dep.name in graph_inputs:
             continue  # an indirect (gathered) read is planned by its own rules
         own = fitting_tiles(op, layouts, [dep])
         for u in sorted(own, key=str):

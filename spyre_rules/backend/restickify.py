@@ -134,7 +134,8 @@ def _needed_restickifies(
         reorders = outer_reorders(
             op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out],
             lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
-                                             [dep for dep, _, _ in as_laid_out]))
+                                             [dep for dep, _, _ in as_laid_out]),
+            state.host_inputs)
         # a reordered read is measured as the op will read it: through its copy
         layouts = {**state.layouts, **reorders}
         fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out])
