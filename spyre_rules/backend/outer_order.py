@@ -13,6 +13,11 @@ a staged restickify's intermediate): one step of ``u`` spans one stick row, and 
 itself keeps the stick, so its tiles need no whole sticks of ``u``
 (docs/layout_model.md §1.6).  Only under automatic tiling, and only where the conflict
 would otherwise refuse the op.
+
+A batched matmul's operands are read the same way: Gemma 4's ``p @ repeat_kv(v)`` (head
+dim 512) reads the values ``[1, S, KV, D]`` with the keys outermost, 4 KiB a key, while the
+probabilities are stuck on the keys (the reduction: whole sticks of 32 keys, 128 KiB of
+``v``); through the copy one key is one stick row.
 """
 
 from __future__ import annotations
