@@ -11,7 +11,9 @@ stuck on the tokens (whole sticks of 32).  The key is then read through an exact
 the same stick and ``u``'s dim just outside it (``staged_restickify_layout``, the layout of
 a staged restickify's intermediate): one step of ``u`` spans one stick row, and the copy
 itself keeps the stick, so its tiles need no whole sticks of ``u``
-(docs/layout_model.md §1.6).  Only under automatic tiling, and only where the conflict
+(docs/layout_model.md §1.6).  A batched matmul's operand too: GPT-NeoX's ``probs @ v``
+reads ``v`` out of the fused projection with the tokens (its k) outermost while the
+probabilities are stuck on k.  Only under automatic tiling, and only where the conflict
 would otherwise refuse the op.
 
 A batched matmul's operands are read the same way: Gemma 4's ``p @ repeat_kv(v)`` (head
