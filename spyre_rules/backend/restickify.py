@@ -30,6 +30,7 @@ from torch._inductor.virtualized import V, ops
 from spyre_rules import config
 from spyre_rules.backend.outer_order import outer_reorders
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
+from spyre_rules.backend.value_sticks import value_per_stick_copies
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
@@ -104,6 +105,11 @@ def _needed_restickifies(
     if len(writes) != 1:
         return {}, {}
     out_sticks = stick_vars(state.layouts[op.get_name()], writes[0])
+    if out_sticks == set():
+        # a write whose stick no variable moves (the one column a concatenation's
+        # region writes): only a read with nowhere else to stick can need a copy
+        return {}, value_per_stick_copies(op, state.layouts, _as_laid_out(rw, state),
+                                          writes[0], set(writes[0].ranges), None)
     if not out_sticks or len(out_sticks) != 1:
         return {}, {}
     (v,) = out_sticks
@@ -145,7 +151,24 @@ def _needed_restickifies(
             dim = _off_a_cut_stick(op, dep, layout, v, read_sticks, out_vars, fitting)
             if dim is not None:
                 needed[dep.name] = (dim, None)
+        # a read with no other dim to move its stick onto: one value a stick
+        reorders.update({name: lay for name, lay in value_per_stick_copies(
+            op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out
+                                if dep.name not in needed and dep.name not in reorders],
+            writes[0], out_vars, v).items()})
     return needed, {name: lay for name, lay in reorders.items() if name not in needed}
+
+
+def _as_laid_out(rw: Any, state: RulesGraphState) -> list[tuple[MemoryDep, set[sympy.Symbol]]]:
+    """Each read of ``rw`` with a layout and its stick variables."""
+    found = []
+    for dep in rw.reads:
+        layout = state.layouts.get(dep.name)
+        if isinstance(dep, MemoryDep) and layout is not None:
+            sticks = stick_vars(layout, dep)
+            if sticks is not None:
+                found.append((dep, sticks))
+    return found
 
 
 def _restick_would_fit(op: ir.ComputedBuffer, state: RulesGraphState, dep: MemoryDep,
