@@ -142,9 +142,11 @@ def _needed_restickifies(
             lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
                                              [dep for dep, _, _ in as_laid_out]),
             state.host_inputs)
-        # a reordered read is measured as the op will read it: through its copy
+        # a reordered read is measured as the op will read it: through its copy; the
+        # op's own write counts too (its tile of the full output must fit: llama's
+        # safe-softmax guard at 200 tokens, 32 KiB, below)
         layouts = {**state.layouts, **reorders}
-        fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out])
+        fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out] + writes)
         for dep, layout, read_sticks in as_laid_out:
             if dep.name in reorders:
                 continue
@@ -208,7 +210,13 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
     stride that another variable drives.  xLSTM's head norm subtracts the mean of each
     head, a ``[1, L, H, 1]`` buffer stuck on its 8 heads, from ``h.transpose(1, 2)``,
     whose read needs the heads split in two at 64 KiB: a tile would read half a stick of
-    the mean.  None: the read is left as it is."""
+    the mean.  When every such dim is cut too and the read has a unit dim, the unit dim:
+    torch's safe softmax zeroes the rows of ``softmax(scores)`` that are wholly masked
+    with ``where(all_masked, 0, p)``; the guard ``[1, KV, R, L, 1]`` is stuck on the
+    query positions L, and at 200 tokens and 32 KiB the output ``[1, KV, R, L, K]``
+    holds at most 36 positions a tile (one each of KV and R), cutting the guard's
+    64-position sticks; with one value a stick no tile cuts it (its 64-fold padding is
+    on a buffer K times smaller than the output).  None: the read is left as it is."""
     if not fitting or len(read_sticks) != 1 or isinstance(op.data, ir.Reduction) \
             and op.data.reduction_type == "batchmatmul":
         return None
@@ -226,9 +234,16 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
         return None
     others = [d for d, c in enumerate(coords)
               if size[d] > 1 and c.free_symbols & set(dep.ranges) and u not in c.free_symbols]
+    stick_elems = int(layout.device_layout.elems_per_stick)
+    uncut = [d for d in others if not any(
+        cuts_sticks_of(fitting, w, int(dep.ranges[w]), stick_elems)
+        for w in coords[d].free_symbols & set(dep.ranges))]
+    units = [d for d, n in enumerate(size) if n == 1]
+    if not uncut and units:
+        return units[-1]
     if not others:
         return None
-    return min(others, key=lambda d: (stride[d], -d))
+    return min(uncut or others, key=lambda d: (stride[d], -d))
 
 
 def _reduction_dim(op: ir.ComputedBuffer, layout: Any, dep: MemoryDep, required: sympy.Symbol,
