@@ -72,10 +72,11 @@ ARCH_FIELDS = {
     "zaya": {"num_experts_per_tok": 1},   # its config refuses more than one expert per token
     # multi-head latent attention: its own head dims and low ranks (head_dim is not read),
     # one key/value head per query head (its keys come from the latent, never grouped)
+    # (num_key_value_heads follows num_attention_heads: see _arch_fields)
     "deepseek_v2": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
-                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
+                    "kv_lora_rank": 64, "q_lora_rank": 64},
     "deepseek_v3": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
-                    "kv_lora_rank": 64, "q_lora_rank": 64, "num_key_value_heads": 4},
+                    "kv_lora_rank": 64, "q_lora_rank": 64},
     "mamba2": {"num_heads": 8},           # hidden * expand (256) must be heads * head_dim (32)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
     # real DBRX clips qkv at 8 (None fails transformers' clamp)
@@ -89,8 +90,8 @@ ARCH_FIELDS = {
 # 12-layer vision tower), a real-size model the sweep timed out on, not a tiny one.
 # Its text model gets the tiny fields; the vision tower (built, never run on text
 # input) a tiny size too.
+# (the text config takes the sweep's sizes: see _arch_fields)
 ARCH_FIELDS["gemma3"] = {
-    "text_config": {**TINY, "model_type": "gemma3_text"},
     "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 128,
                       "intermediate_size": 128, "num_hidden_layers": 1,
                       "num_attention_heads": 4, "image_size": 224, "patch_size": 14},
@@ -99,6 +100,20 @@ ARCH_DROPS = {
     "falcon": ("head_dim",),              # hidden_size // num_attention_heads (a property)
     "deepseek_v3": ("head_dim",),         # its rotary dim: qk_rope_head_dim
 }
+
+
+#: architectures whose keys come from a latent, one key/value head per query head
+ONE_KV_HEAD_PER_HEAD = ("deepseek_v2", "deepseek_v3")
+
+
+def _arch_fields(name: str, sizes: dict) -> dict:
+    """The fields ``name`` needs over ``sizes`` (the tiny sizes with ``--sizes`` merged)."""
+    fields = dict(ARCH_FIELDS.get(name, {}))
+    if name in ONE_KV_HEAD_PER_HEAD:
+        fields["num_key_value_heads"] = sizes["num_attention_heads"]
+    if name == "gemma3":
+        fields["text_config"] = {**sizes, "model_type": "gemma3_text"}
+    return fields
 
 
 def architectures() -> list[str]:
@@ -132,7 +147,7 @@ def _build(name: str):
 
     sizes = {**TINY, **json.loads(os.environ.get(SIZES_VARIABLE, "{}"))}
     fields = {k: v for k, v in sizes.items() if k not in ARCH_DROPS.get(name, ())}
-    config = AutoConfig.for_model(name, **{**fields, **ARCH_FIELDS.get(name, {})})
+    config = AutoConfig.for_model(name, **{**fields, **_arch_fields(name, sizes)})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).float().eval()
     # A weight matrix transformers initialises to zeros (AFMoE's router gate) makes every

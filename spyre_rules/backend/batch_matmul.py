@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["batchmatmul", "keep_matmul_batch"]
+__all__ = ["batched_matmul", "batchmatmul", "keep_matmul_batch"]
 
 
 @torch.library.custom_op("spyre_rules::batchmatmul", mutates_args=())
@@ -88,6 +88,17 @@ def _batch_shape(a: torch.Tensor, b: torch.Tensor) -> list[int] | None:
     if len(batch) == 1 and list(a.shape[:-2]) == batch == list(b.shape[:-2]):
         return None  # a plain bmm over the real batch already
     return batch
+
+
+def batched_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.matmul(a, b)`` inside a decomposition, the batch kept where ATen would merge
+    or fold it (``keep_matmul_batch``'s rewrite, for products a decomposition makes: the
+    graph rewrite ran before them)."""
+    batch = _batch_shape(a, b)
+    if batch is None:
+        return torch.matmul(a, b)
+    return torch.ops.spyre_rules.batchmatmul(a.expand(*batch, *a.shape[-2:]),
+                                             b.expand(*batch, *b.shape[-2:]))
 
 
 def _expanded(graph: Any, node: Any, value: torch.Tensor, shape: list[int], meta: dict) -> Any:

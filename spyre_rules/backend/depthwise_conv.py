@@ -10,8 +10,9 @@ with ``xpad`` the input padded by ``padding`` zeros each side (a constant pad, w
 the backend lowers as a concatenation).  We write it as ``K`` shifted strided slices
 times their tap, added in tap order, then the bias: one Pointwise.  ATen's kernel
 sums in its own order, so results agree within the usual tolerance, not bitwise.
-Every other convolution (transposed, 2-D, grouped other than depthwise, a channel
-multiplier) keeps the extern kernel and is refused by name.
+Any other grouping of a 1-D convolution (ZAYA's grouped conv, a dense one, a channel
+multiplier) is a sum of shifted matmuls (``grouped_conv.py``); a transposed or 2-D
+convolution keeps the extern kernel and is refused by name.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from spyre_rules.backend.grouped_conv import grouped_conv1d
 
 __all__ = ["depthwise_conv_decompositions"]
 
@@ -31,9 +34,9 @@ def _convolution(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation:
             or len(dilation) != 1:
         return NotImplemented
     channels = x.shape[1]
-    if groups != channels or w.shape[0] != channels or w.shape[1] != 1:
-        return NotImplemented
     (step,), (pad,), (spread,) = stride, padding, dilation
+    if groups != channels or w.shape[0] != channels or w.shape[1] != 1:
+        return grouped_conv1d(x, w, bias, step, pad, spread, groups)
     taps = w.shape[2]
     padded = aten.constant_pad_nd(x, [pad, pad], 0.0) if pad else x
     length = (padded.shape[2] - spread * (taps - 1) - 1) // step + 1

@@ -63,6 +63,7 @@ def lower_batchmatmul(a: Any, b: Any, dst_dtype: Any = None) -> Any:
         return L.mul(a, b)
 
     a, b = _stick_aligned(a), _stick_aligned(b)
+    a, b = _own_buffers(a, b)
     a.realize()
     b.realize()
     a_loader = a.make_loader()
@@ -118,6 +119,43 @@ def _stick_aligned(x: Any) -> Any:
     if any(n > 1 and s % row % stick != 0 for n, s in zip(size[:-1], stride[:-1])):
         return ir.ExternKernel.copy_input(x)
     return x
+
+
+def _viewed_buffer(x: Any) -> tuple[str, bool] | None:
+    """(the buffer ``x`` views, whether the last dim of ``x`` walks that buffer's
+    stride-1 dim, the stick of its default layout), or None when ``x`` is no static
+    strided view of a named buffer."""
+    try:
+        storage, layout = ir.as_storage_and_layout(x, freeze=False)
+        name = storage.get_name()
+        size, stride = [int(s) for s in layout.size], [int(s) for s in layout.stride]
+    except (TypeError, ValueError, NotImplementedError, AttributeError, AssertionError):
+        return None
+    return (name, bool(size) and stride[-1] == 1) if name else None
+
+
+def _own_buffers(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a, b)``, under automatic tiling with a copy of the one stuck otherwise than the
+    product needs when both operands view one buffer (``b`` when both are).
+
+    The product needs ``a`` stuck on its reduction dim k (its last) and ``b`` on n (its
+    last).  Bloom's scores ``q @ k^T`` read q and k from one fused projection: q's k (the
+    head dim) is that buffer's stick, k^T's n (the keys) is not.  The restickify pass
+    copies a buffer onto the stick a read needs and redirects every load of that buffer
+    in the op, so q would be read stuck on its rows m too: a tile of m must then hold
+    whole sticks of tokens (77 tokens: tiles of 32 at most, too wide for 64 KiB where 20
+    were needed) and no split fits.  A copy is a buffer of its own, restickified alone;
+    it is exact, so only tiling pays for it."""
+    from spyre_rules import config
+
+    if config.ignore_span_overflow_hints:
+        return a, b
+    a_view, b_view = _viewed_buffer(a), _viewed_buffer(b)
+    if a_view is None or b_view is None or a_view[0] != b_view[0] or a_view[1] and b_view[1]:
+        return a, b
+    if b_view[1]:
+        return ir.ExternKernel.copy_input(a), b
+    return a, ir.ExternKernel.copy_input(b)
 
 
 def _check_dtypes(*tensors: Any) -> None:

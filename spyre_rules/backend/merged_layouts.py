@@ -33,10 +33,22 @@ from spyre_rules.ir.ir_edit import drop_caches
 __all__ = ["lay_out_merged_views"]
 
 
-def _accesses(graph: Any, name: str, regions: dict[str, str]) -> list[tuple[Any, Any]] | None:
-    """``(index, ranges)`` of every region write into and every read of buffer ``name``;
-    None when one cannot be listed."""
-    found = []
+#: a buffer whose accesses cannot be listed (a dependency that is no MemoryDep)
+_UNLISTED = None
+
+
+def _accesses_by_buffer(graph: Any, regions: dict[str, str]) -> dict[str, Any] | None:
+    """``(index, ranges)`` of every region write into and every read of each buffer, in op
+    order (``_UNLISTED`` for a buffer one of whose accesses is no MemoryDep); None when an
+    op cannot be described at all (then no buffer's accesses are known).
+
+    One pass over the ops: Inductor recomputes ``get_read_writes`` on every call (it traces
+    the op's body), and asking every op once per concatenation was quadratic in the graph
+    (Kimi-Linear's hundreds of concatenations, one per constant pad: most of its compile).
+    A reader's indices go through the host strides, which a merged layout keeps, so laying
+    out one concatenation changes no other's accesses.
+    """
+    found: dict[str, Any] = {}
     for op in graph.operations:
         if isinstance(op, ir.ConcatKernel):
             continue
@@ -44,13 +56,18 @@ def _accesses(graph: Any, name: str, regions: dict[str, str]) -> list[tuple[Any,
             rw = op.get_read_writes()
         except Exception:  # noqa: BLE001  (an op Inductor cannot describe: keep the host view)
             return None
-        deps = [d for d in rw.reads if d.name == name]
-        if regions.get(op.get_name()) == name:
-            deps += list(rw.writes)
+        deps = list(rw.reads)
+        region = regions.get(op.get_name())
+        if region is not None:
+            deps += [(region, d) for d in rw.writes]
         for dep in deps:
+            name, dep = dep if isinstance(dep, tuple) else (dep.name, dep)
+            if found.get(name, ()) is _UNLISTED:
+                continue
             if not isinstance(dep, MemoryDep):
-                return None
-            found.append((dep.index, dep.ranges))
+                found[name] = _UNLISTED
+                continue
+            found.setdefault(name, []).append((dep.index, dep.ranges))
     return found
 
 
@@ -59,13 +76,17 @@ def lay_out_merged_views(graph: Any, state: RulesGraphState) -> None:
     of that merged view (``state.layouts`` entries sharing its layout follow)."""
     if config.ignore_span_overflow_hints:
         return
+    by_buffer: dict[str, Any] | None = None
     for op in graph.operations:
         layout = getattr(op, "layout", None)
         if not isinstance(op, ir.ConcatKernel) or not isinstance(layout, FixedTiledLayout) \
                 or int(layout.offset) != 0:
             continue
-        name = op.get_name()
-        accesses = _accesses(graph, name, state.regions)
+        if by_buffer is None:
+            by_buffer = _accesses_by_buffer(graph, state.regions)
+            if by_buffer is None:
+                return
+        accesses = by_buffer.get(op.get_name())
         if not accesses:
             continue
         view = merged_view([int(s) for s in layout.size], [int(s) for s in layout.stride],

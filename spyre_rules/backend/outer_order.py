@@ -11,8 +11,15 @@ stuck on the tokens (whole sticks of 32).  The key is then read through an exact
 the same stick and ``u``'s dim just outside it (``staged_restickify_layout``, the layout of
 a staged restickify's intermediate): one step of ``u`` spans one stick row, and the copy
 itself keeps the stick, so its tiles need no whole sticks of ``u``
-(docs/layout_model.md §1.6).  Only under automatic tiling, and only where the conflict
+(docs/layout_model.md §1.6).  A batched matmul's operand too: GPT-NeoX's ``probs @ v``
+reads ``v`` out of the fused projection with the tokens (its k) outermost while the
+probabilities are stuck on k.  Only under automatic tiling, and only where the conflict
 would otherwise refuse the op.
+
+A batched matmul's operands are read the same way: Gemma 4's ``p @ repeat_kv(v)`` (head
+dim 512) reads the values ``[1, S, KV, D]`` with the keys outermost, 4 KiB a key, while the
+probabilities are stuck on the keys (the reduction: whole sticks of 32 keys, 128 KiB of
+``v``); through the copy one key is one stick row.
 
 A batchmatmul's other operand is stuck on its reduction variable ``k`` (restickify.py moves
 it there when it is not): its values operand, read as laid out, conflicts when ``k`` drives
@@ -24,7 +31,7 @@ stuck on ``s`` (whole sticks of 32): the values are read through the same reorde
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import sympy
@@ -75,6 +82,7 @@ def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout
 def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
                    reads: list[tuple[MemoryDep, set[sympy.Symbol]]],
                    fixed_otherwise: Callable[[MemoryDep], bool],
+                   graph_inputs: Collection[str] = (),
                    restuck: list[tuple[MemoryDep, set[sympy.Symbol]]] = ()
                    ) -> dict[str, FixedTiledLayout]:
     """Buffer -> reordered layout for each read in ``reads`` (each read as laid out, with
@@ -82,9 +90,11 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
     finer than a stick of another read stuck on ``u``, that no longer does once ``u``'s dim
     sits just outside its stick, and where ``fixed_otherwise`` (the restickify pass's
     remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
-    such read: the reorder is the last resort.  ``restuck``: the reads the restickify pass
-    copies onto another stick, each with the variables it will be stuck on (a batchmatmul's
-    first operand on ``k``): they conflict as the reads stuck so already do.  Empty untiled."""
+    such read: the reorder is the last resort.  Empty untiled.  A read of one of
+    ``graph_inputs`` is left alone: input_layouts.py lays such an input out so itself,
+    at no copy in the program.  ``restuck``: the reads the restickify pass copies
+    onto another stick, each with the variables it will be stuck on (a batchmatmul's first
+    operand on ``k``): they conflict as the reads stuck so already do."""
     if config.ignore_span_overflow_hints:
         return {}
     stuck = [*reads, *restuck]
@@ -92,7 +102,7 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
     for dep, _ in reads:
         layout = layouts.get(dep.name)
         if layout is None or not layout.dtype.is_floating_point or dep.name in found \
-                or not dep.index.free_symbols <= set(dep.ranges):
+                or not dep.index.free_symbols <= set(dep.ranges) or dep.name in graph_inputs:
             continue  # an indirect (gathered) read is planned by its own rules
         own = fitting_tiles(op, layouts, [dep])
         for u in sorted(own, key=str):
@@ -168,7 +178,21 @@ def reordered_output(op: ir.ComputedBuffer, layout: Any,
         if reordered is None:
             continue
         after = fitting_tiles(op, {**layouts, name: reordered}, [write])
-        if any(_stuck_on(w, write, reads, layouts, after) for w in after):
+        if any(_stuck_on(w, write, reads, layouts, after) for w in after) \
+                or _outermost_step_bytes(reordered) > config.max_span_bytes:
             continue
         return reordered
     return None
+
+
+def _outermost_step_bytes(layout: FixedTiledLayout) -> int:
+    """Bytes one step of the outermost device dim of size above 1 spans: over the limit, a
+    tile of the reordered output cuts that dim's inside too, and its readers' loops must
+    follow (the repeated B of the chunk scan at 77 tokens: 128 heads outermost, 77 KiB a
+    head, left as it was)."""
+    sizes = [int(n) for n in layout.device_layout.device_size]
+    outer = next((d for d, n in enumerate(sizes[:-1]) if n > 1), len(sizes) - 1)
+    step = layout.dtype.itemsize
+    for n in sizes[outer + 1:]:
+        step *= n
+    return step

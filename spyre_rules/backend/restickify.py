@@ -30,6 +30,7 @@ from torch._inductor.virtualized import V, ops
 from spyre_rules import config
 from spyre_rules.backend.outer_order import outer_reorders
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
+from spyre_rules.backend.value_sticks import value_per_stick_copies
 from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
@@ -104,6 +105,11 @@ def _needed_restickifies(
     if len(writes) != 1:
         return {}, {}
     out_sticks = stick_vars(state.layouts[op.get_name()], writes[0])
+    if out_sticks == set():
+        # a write whose stick no variable moves (the one column a concatenation's
+        # region writes): only a read with nowhere else to stick can need a copy
+        return {}, value_per_stick_copies(op, state.layouts, _as_laid_out(rw, state),
+                                          writes[0], set(writes[0].ranges), None)
     if not out_sticks or len(out_sticks) != 1:
         return {}, {}
     (v,) = out_sticks
@@ -137,17 +143,36 @@ def _needed_restickifies(
             op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out],
             lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
                                              [dep for dep, _, _ in as_laid_out]),
-            restuck)
-        # a reordered read is measured as the op will read it: through its copy
+            state.host_inputs, restuck)
+        # a reordered read is measured as the op will read it: through its copy; the
+        # op's own write counts too (its tile of the full output must fit: llama's
+        # safe-softmax guard at 200 tokens, 32 KiB, below)
         layouts = {**state.layouts, **reorders}
-        fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out])
+        fitting = fitting_tiles(op, layouts, [dep for dep, _, _ in as_laid_out] + writes)
         for dep, layout, read_sticks in as_laid_out:
             if dep.name in reorders:
                 continue
             dim = _off_a_cut_stick(op, dep, layout, v, read_sticks, out_vars, fitting)
             if dim is not None:
                 needed[dep.name] = (dim, None)
+        # a read with no other dim to move its stick onto: one value a stick
+        reorders.update({name: lay for name, lay in value_per_stick_copies(
+            op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out
+                                if dep.name not in needed and dep.name not in reorders],
+            writes[0], out_vars, v).items()})
     return needed, {name: lay for name, lay in reorders.items() if name not in needed}
+
+
+def _as_laid_out(rw: Any, state: RulesGraphState) -> list[tuple[MemoryDep, set[sympy.Symbol]]]:
+    """Each read of ``rw`` with a layout and its stick variables."""
+    found = []
+    for dep in rw.reads:
+        layout = state.layouts.get(dep.name)
+        if isinstance(dep, MemoryDep) and layout is not None:
+            sticks = stick_vars(layout, dep)
+            if sticks is not None:
+                found.append((dep, sticks))
+    return found
 
 
 def _restick_would_fit(op: ir.ComputedBuffer, state: RulesGraphState, dep: MemoryDep,
@@ -187,7 +212,13 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
     stride that another variable drives.  xLSTM's head norm subtracts the mean of each
     head, a ``[1, L, H, 1]`` buffer stuck on its 8 heads, from ``h.transpose(1, 2)``,
     whose read needs the heads split in two at 64 KiB: a tile would read half a stick of
-    the mean.  None: the read is left as it is."""
+    the mean.  When every such dim is cut too and the read has a unit dim, the unit dim:
+    torch's safe softmax zeroes the rows of ``softmax(scores)`` that are wholly masked
+    with ``where(all_masked, 0, p)``; the guard ``[1, KV, R, L, 1]`` is stuck on the
+    query positions L, and at 200 tokens and 32 KiB the output ``[1, KV, R, L, K]``
+    holds at most 36 positions a tile (one each of KV and R), cutting the guard's
+    64-position sticks; with one value a stick no tile cuts it (its 64-fold padding is
+    on a buffer K times smaller than the output).  None: the read is left as it is."""
     if not fitting or len(read_sticks) != 1 or isinstance(op.data, ir.Reduction) \
             and op.data.reduction_type == "batchmatmul":
         return None
@@ -205,9 +236,16 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
         return None
     others = [d for d, c in enumerate(coords)
               if size[d] > 1 and c.free_symbols & set(dep.ranges) and u not in c.free_symbols]
+    stick_elems = int(layout.device_layout.elems_per_stick)
+    uncut = [d for d in others if not any(
+        cuts_sticks_of(fitting, w, int(dep.ranges[w]), stick_elems)
+        for w in coords[d].free_symbols & set(dep.ranges))]
+    units = [d for d, n in enumerate(size) if n == 1]
+    if not uncut and units:
+        return units[-1]
     if not others:
         return None
-    return min(others, key=lambda d: (stride[d], -d))
+    return min(uncut or others, key=lambda d: (stride[d], -d))
 
 
 def _reduction_dim(op: ir.ComputedBuffer, layout: Any, dep: MemoryDep, required: sympy.Symbol,

@@ -14,6 +14,14 @@ two matmuls each (the next power, its product with ``X``).  ``left=False``
 (``X A = B``) solves the transposed system.
 The sums round differently from LAPACK's forward substitution (float32: equal to
 eager within the sweep's 1e-4 for the models' well-conditioned chunks).
+
+The products keep the system's batch (``batch_matmul.batched_matmul``): ATen's matmul would
+fold a ``[1, heads, chunks, n, n]`` system into a ``bmm`` over ``heads * chunks`` matrices,
+a 3-D buffer whose generic layout puts that merged batch just outside the stick (§1.3 of
+docs/layout_model.md), so one row of a matrix strides over every matrix of the batch and
+no tile of a 64 KiB limit held a whole column (Qwen3-Next's ``N @ N``, [64, 64, 64] fp32:
+"Cannot auto-tile buf86 (aten ops: bmm.default, reshape.default)").  Kept, the batch dims
+are the outermost dims of every product, and a tile is whole matrices.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from spyre_rules.backend.batch_matmul import batched_matmul
 
 __all__ = ["triangular_solve_decompositions"]
 
@@ -36,11 +46,11 @@ def _solve(a: Any, b: Any, upper: bool, unitriangular: bool) -> Any:
         diagonal = torch.diagonal(a, dim1=-2, dim2=-1).unsqueeze(-1)  # [..., n, 1]
         neg_n, x = off_diagonal / diagonal, b / diagonal
     power = -neg_n  # N ** 1
-    x = x + torch.matmul(power, x)
+    x = x + batched_matmul(power, x)
     covered = 2  # x holds (I + N + ... + N ** (covered - 1)) D**-1 B
     while covered < n:
-        power = torch.matmul(power, power)
-        x = x + torch.matmul(power, x)
+        power = batched_matmul(power, power)
+        x = x + batched_matmul(power, x)
         covered *= 2
     return x
 

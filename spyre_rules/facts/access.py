@@ -17,7 +17,8 @@ from spyre_rules.facts.registry import Op, Sym, Tiling, fact
 
 __all__ = ["full_output_coords", "has_output_coords", "has_unmeasured_indirect_reads",
            "indirect_reads", "input_reads", "output_coords", "output_dim",
-           "output_symbols", "read_coords", "read_host_coords", "reduction_symbols", "tiles_translate"]
+           "output_symbols", "read_coords", "read_host_coords", "read_host_tile_extent",
+           "reduction_symbols", "tiles_translate"]
 
 
 def _symbol_named(mapping: Any, sym: Any) -> Any:
@@ -97,3 +98,35 @@ def read_coords(op: Op, read: Read, tile: Tiling) -> list[Coord]:
 @fact
 def read_host_coords(op: Op, read: Read) -> list[HostCoord]:
     return op_facts(op).read_host_coords(read)
+
+
+@fact
+def read_host_tile_extent(op: Op, read: Read, host_dim: int, dim: int, k: int) -> int | None:
+    """Values input host dim ``host_dim`` of ``read`` spans (``hi - lo + 1`` of a sound
+    interval) over the first of ``k`` tiles (``tile_extent``) of op's split dim ``dim``,
+    every other loop symbol over its whole range.  A read whose host coordinate is the
+    split symbol alone spans the tile; one whose coordinate merges it with others (a
+    reshape of ``[tokens, heads, 256]`` read as ``[tokens * heads * 2, 128]`` rows: the
+    row's parity picks the half of the stick dim) spans what the tile reaches.  Unknown
+    when the coordinate cannot be derived or bounded."""
+    from spyre_rules.errors import CoordinateError
+    from spyre_rules.facts.coordinates import host_coordinates
+    from spyre_rules.facts.tile_extent import tile_extent
+    from spyre_rules.facts.value_range import value_range
+
+    facts = op_facts(op)
+    dep = facts.dep_of(read)
+    layout = read.layout
+    try:
+        coord = host_coordinates(layout.size, layout.stride, dep.index, dep.ranges)[int(host_dim)]
+        box = {s: (0, int(r) - 1) for s, r in dep.ranges.items()}
+    except (CoordinateError, AttributeError, TypeError, IndexError):
+        return None
+    for sym, split_dim in facts.split_dims.items():
+        if split_dim == int(dim) and sym in box:
+            tile = tile_extent(box[sym][1] + 1, int(k))
+            if tile is None:
+                return None
+            box[sym] = (0, tile - 1)
+    found = value_range(coord, box)
+    return None if found is None else found[1] - found[0] + 1

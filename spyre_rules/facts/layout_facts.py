@@ -17,7 +17,7 @@ from spyre_rules.facts.stick_layout import within_stick_host_dim
 from spyre_rules.facts.tile_extent import tile_counts as _tile_counts
 from spyre_rules.facts.tile_extent import tile_extent as _tile_extent
 
-__all__ = ["divisors", "host_size", "stick_elems", "tile_counts", "within_stick_dim"]
+__all__ = ["NO_STICK_DIM", "divisors", "host_size", "stick_elems", "tile_counts", "within_stick_dim"]
 
 
 def _host_ints(values: Any) -> list[int] | None:
@@ -29,6 +29,8 @@ def _host_ints(values: Any) -> list[int] | None:
 # depends only on its fingerprint (sizes, strides, device layout), so it is
 # cached on that (bounded: cleared when it grows past _LAYOUT_CACHE_SIZE).
 _STICK_DIMS: dict[tuple, int | None] = {}
+#: ``within_stick_dim`` of a layout with one value per stick: no host dim is inside it
+NO_STICK_DIM = -1
 _LAYOUT_CACHE_SIZE = 1 << 14
 
 
@@ -43,8 +45,15 @@ def _within_stick_dim(layout: Layout) -> int | None:
     if key in _STICK_DIMS:
         return _STICK_DIMS[key]
     size, stride = _host_ints(layout.size), _host_ints(layout.stride)
-    found = None if size is None or stride is None else within_stick_host_dim(
-        size, stride, layout.device_layout)
+    if size is None or stride is None:
+        found = None
+    elif layout.device_layout.stride_map[-1] == -1 and any(n > 1 for n in size):
+        # the stick dim has no host stride: every value sits alone at the start of
+        # its own stick (a sparse layout, docs/layout_model.md §1.3), no host dim
+        # is inside the stick
+        found = NO_STICK_DIM
+    else:
+        found = within_stick_host_dim(size, stride, layout.device_layout)
     if len(_STICK_DIMS) >= _LAYOUT_CACHE_SIZE:
         _STICK_DIMS.clear()
     _STICK_DIMS[key] = found

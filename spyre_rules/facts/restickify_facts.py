@@ -91,8 +91,8 @@ def _copy(op: Op) -> tuple[Any, Any, int, int] | None:
     if _host(source) is None or _host(output) is None or _host(source)[0] != _host(output)[0]:
         return None
     s, t = within_stick_dim(source), within_stick_dim(output)
-    if s is None or t is None or s == t:
-        return None
+    if s is None or t is None or s == t or s < 0 or t < 0:
+        return None  # (< 0: one value a stick, no stick dim to measure a run of)
     return source, output, s, t
 
 

@@ -574,7 +574,10 @@ class OpFacts:
         layout, dep, rw = self._layout, self.write, self.read_writes
         if not isinstance(layout, FixedTiledLayout) or dep is None or rw is None:
             return self.name
-        tiled = {s for s, d in self.symbol_dims.items() if any(d in level for level in levels)}
+        # a reduction dim's split moves the reads too (its tiles are summed, but each
+        # tile's read must still be a rigid translation of the first: codegen proves it)
+        split_dims = self.split_dims
+        tiled = {s for s, d in split_dims.items() if any(d in level for level in levels)}
         # an index_expr of a constant (ops.index_expr(0, ...)) is a plain int
         if tiled & {s for e in rw.index_exprs for s in sympy.sympify(e.index).free_symbols}:
             return "index"
@@ -588,4 +591,4 @@ class OpFacts:
                 found = self.dep_of(read)
                 ranges = {**found.ranges, **(indirect_ranges(found.index, self.read_writes) or {})}
                 accesses.append((read.buffer, read.layout, found.index, ranges))
-        return first_untranslated(accesses, self.symbol_dims, levels)
+        return first_untranslated(accesses, split_dims, levels)

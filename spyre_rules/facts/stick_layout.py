@@ -557,13 +557,17 @@ def within_stick_host_dim(
     """First host dim whose stride equals the stick's host stride; None = unknown.
 
     None (no exact match) means "cannot verify"; callers must not fall back to a guess.
+    A stick on a size-1 host dim (stride ``-1``, one value a stick) is the last size-1 dim.
     """
     size, stride = _check_host(host_size, host_stride)
     target = layout.stride_map[-1]
     for d, s in enumerate(stride):
         if s == target:
             return d
-    return None
+    units, outer = [d for d, n in enumerate(size) if n == 1], set(layout.stride_map[:-1])
+    # (every dim above 1 an outer device dim: the layout is this view's)
+    ok = target == -1 and units and all(stride[d] in outer for d, n in enumerate(size) if n > 1)
+    return units[-1] if ok else None
 
 
 def splits_stick(

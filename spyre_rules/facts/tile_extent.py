@@ -12,8 +12,11 @@ in 3) does not describe ``k`` tiles and has no tile extent.
 
 A count that divides ``n`` means ``n / k`` when those tiles are whole multiples of
 ``WHOLE_STICK_GRAIN`` (64 elements: a stick of fp16), or when no tiling of ``k`` tiles
-in whole grains of that size or coarser exists (100 fp32 elements in 4 tiles are tiles
-of 25, never 32, 32, 32 and 4).  Otherwise it is a remainder tiling like any other:
+in whole grains of ``FINEST_STICK_GRAIN`` (32 elements: a stick of fp32, the finest of
+any format) or coarser exists (120 elements in 3 tiles are tiles of 40).  Otherwise it
+is a remainder tiling like any other: olmo_hybrid's fp32 heads of 48 in 2 tiles are 32
+and 16, not 24 and 24, which cut the stick of every tile after the first (the only split
+of a [512, 48] buffer whose two sticks a row are 64 KiB apart, refused before at 64 KiB);
 16052 query rows in 4 tiles are 3 tiles of 4096 and one of 3764, not 4 tiles of 4013,
 which cut the sticks of every layout whose stick dim the rows are (the softmax's
 row statistics) and cost more tiles elsewhere (issue 40: 180 loop trips for one
@@ -28,16 +31,20 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["GRAINS", "WHOLE_STICK_GRAIN", "is_even_split", "last_tile_extent", "tile_counts",
-           "tile_extent"]
+__all__ = ["FINEST_STICK_GRAIN", "GRAINS", "WHOLE_STICK_GRAIN", "is_even_split",
+           "last_tile_extent", "tile_counts", "tile_extent"]
 
 #: Tile grains tried for a remainder split, coarsest first (128 bytes is a stick:
 #: 128 int8, 64 fp16, 32 fp32 elements).
 GRAINS = (128, 64, 32, 16, 8, 4, 2, 1)
 
+#: The fewest elements a stick holds in any device format (128 bytes of fp32): a dividing
+#: count whose ``n / k`` cuts sticks takes whole tiles of this grain or coarser when they exist.
+FINEST_STICK_GRAIN = 32
+
 #: An exact count's tiles of ``n / k`` elements are kept when they are whole multiples
 #: of this grain (a stick of fp16, the models' dtype; two of fp32), else a tiling in
-#: grains at least this coarse wins when one exists.
+#: grains of ``FINEST_STICK_GRAIN`` or coarser wins when one exists.
 WHOLE_STICK_GRAIN = 64
 
 
@@ -49,8 +56,8 @@ def tile_extent(n: int, k: int) -> int | None:
     if exact and (k == 1 or (n // k) % WHOLE_STICK_GRAIN == 0):
         return n // k
     for grain in GRAINS:
-        if exact and grain < WHOLE_STICK_GRAIN:
-            return n // k  # no tiling in whole sticks: the even tiles
+        if exact and grain < FINEST_STICK_GRAIN:
+            return n // k  # no tiling in whole sticks of any format: the even tiles
         tile = grain * -(-n // (k * grain))
         if (k - 1) * tile < n:
             return tile

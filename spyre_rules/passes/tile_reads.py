@@ -59,6 +59,11 @@ class TileBuffer:
     full_layout: Any  # the pre-tiling FixedTiledLayout (full size and strides)
     tile_size: tuple[int, ...]
     tile_stride: tuple[int, ...]
+    #: tile_index's results by (index, ranges): Inductor traces every reader's body many
+    #: times (read/write extraction when the scheduler builds its nodes, the symbols of its
+    #: graph partition, our own proofs), each trace asking the same few indices again, and
+    #: simplifying them with the ranges was a sixth of Kimi-Linear's automatic compile
+    _memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -79,6 +84,13 @@ class TileBuffer:
 
     def tile_index(self, index: sympy.Expr, ranges: dict[Any, int] | None) -> sympy.Expr:
         """The per-tile index of full-buffer ``index`` (exact; simplified given ranges)."""
+        key = (index, None if ranges is None else frozenset(ranges.items()))
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._tile_index(index, ranges)
+        return found
+
+    def _tile_index(self, index: sympy.Expr, ranges: dict[Any, int] | None) -> sympy.Expr:
         new: sympy.Expr = sympy.Integer(0)
         for size, full, tile in zip(self.full_size, self.full_stride, self.tile_stride):
             if size > 1:

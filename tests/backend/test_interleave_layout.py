@@ -68,3 +68,48 @@ def test_interleave_tiles_at_64_kib_and_equals_eager():
         (2, ["cat", "cat"]), (4, ["mul"])]
     (read, *_) = loops[1].body[0].args
     assert read.name == "buf2" and read.device_size == [128, 1, 8, 32]
+
+
+def two_interleaves_times(a, b, c, y):
+    s = torch.stack([a, b], dim=1).flatten(0, 1)  # [8, 128, 16]
+    t = torch.stack([b, c], dim=1).flatten(0, 1)
+    return (s[:-1] + t[1:]) * y[2::2]
+
+
+def test_two_interleaves_each_merged_and_every_op_described_once(monkeypatch):
+    """Each concatenation gets its merged view, and the pass asks each op for its reads and
+    writes once, not once per concatenation (that was quadratic in the graph)."""
+    from torch._inductor import ir
+
+    from spyre_rules.backend import layouts
+
+    calls: list[str] = []
+    described = ir.ComputedBuffer.get_read_writes
+    original = layouts.lay_out_merged_views
+
+    def counting(graph, state):
+        def counted(self):
+            calls.append(self.get_name())
+            return described(self)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(ir.ComputedBuffer, "get_read_writes", counted)
+            original(graph, state)
+
+    monkeypatch.setattr(layouts, "lay_out_merged_views", counting)
+    gen = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(4, 128, 16, generator=gen) for _ in range(3))
+    y = torch.randn(16, 128, 16, generator=gen)
+    with config.patch(ignore_span_overflow_hints=False, max_span_bytes=64 * KiB,
+                      span_check="error"):
+        compiled = run_spyre(two_interleaves_times, a, b, c, y)
+    assert torch.equal(compiled.output, two_interleaves_times(a, b, c, y))
+    assert calls and len(calls) == len(set(calls))
+
+    def args(items):
+        for item in items:
+            yield from args(item.body) if isinstance(item, LoopSpec) else item.args
+
+    merged = {arg.name for k in compiled.kernels for arg in args(k.specs)
+              if list(arg.device_size) == [128, 1, 8, 32]}
+    assert len(merged) == 2, merged

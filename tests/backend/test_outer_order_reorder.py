@@ -53,3 +53,42 @@ def test_untiled_the_key_is_read_as_it_is(tmp_path):
     assert torch.equal(compiled.output, _k_beta(key, beta))
     records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
     assert not [r for r in records if r["kind"].startswith("ReStickify")]
+
+
+# Gemma 4's full-attention layers (head dim 512): ``softmax(q k^T) @ repeat_kv(v)`` where
+# ``v`` is the value projection viewed ``[1, S, KV, D]`` and transposed.  The product
+# reads ``v`` as laid out, the keys outermost: one key spans both kv heads (4 KiB), and
+# the probabilities are stuck on the keys, so a split of the keys holds at least one stick
+# of 32 (128 KiB of ``v``).  Before, no split fitted (``Cannot auto-tile buf1 ... no combined
+# split among host dims [1, 2, 5, 3]``); ``v`` is now read through a copy with the keys
+# just outside the stick (one key one stick row).
+
+def _repeat_kv(x, n):
+    b, h, s, d = x.shape
+    return x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+
+def _probabilities_times_values(p, v):
+    return torch.matmul(p, _repeat_kv(v.sigmoid().transpose(1, 2), 2))
+
+
+def _attention_inputs():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(1, 4, 128, 128, generator=g).softmax(-1),
+            torch.randn(1, 128, 2, 512, generator=g))
+
+
+def test_a_product_reads_its_values_through_a_reordered_copy(tmp_path):
+    p, v = _attention_inputs()
+    with config.patch(max_span_bytes=64 * 1024, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
+        compiled = run_spyre(_probabilities_times_values, p, v)
+    # no reduction level: each output tile is the untiled program's sum, bit for bit
+    assert torch.equal(compiled.output, _probabilities_times_values(p, v))
+    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    plans = {r["op"]: (r["kind"], r["levels"]) for r in records}
+    assert plans == {"buf0": ("pointwise", [[1, 8], [2, 2], [3, 4]]),
+                     "buf2": ("ReStickifyStageHBM", [[1, 8], [2, 2], [3, 4]]),
+                     "buf1": ("reduction:batchmatmul", [[1, 2], [2, 2], [3, 4], [4, 4]])}, plans
+    layouts = {r["op"]: r["layout"]["device_size"] for r in records}
+    assert layouts["buf2"] == [1, 2, 16, 128, 32]   # the keys just outside the stick

@@ -297,8 +297,12 @@ def test_tile_extent_of_a_dividing_count():
     assert (tile_extent(16052, 2), last_tile_extent(16052, 2)) == (8064, 7988)
     assert (tile_extent(8195, 5), last_tile_extent(8195, 5)) == (1664, 1539)
     assert not is_even_split(16052, 4)
-    # no k tiles in whole 64-element grains exist: the even tiles
-    assert tile_extent(100, 4) == 25 and tile_extent(120, 3) == 40 and tile_extent(24, 4) == 6
+    # n / k would cut fp32 sticks (32 elements, the finest stick): whole 32-element tiles
+    # (olmo_hybrid's heads of 48 in 2 tiles: 32 and 16, not 24 and 24)
+    assert (tile_extent(48, 2), last_tile_extent(48, 2)) == (32, 16)
+    assert (tile_extent(100, 4), last_tile_extent(100, 4)) == (32, 4)
+    # no k tiles in whole 32-element grains exist: the even tiles
+    assert tile_extent(120, 3) == 40 and tile_extent(24, 4) == 6 and tile_extent(96, 3) == 32
     assert tile_extent(7, 1) == 7 and tile_extent(130, 1) == 130
     # a remainder count is unchanged
     assert (tile_extent(8195, 2), last_tile_extent(8195, 2)) == (4224, 3971)

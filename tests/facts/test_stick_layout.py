@@ -307,9 +307,14 @@ def test_within_stick_host_dim():
     restick = restickify_layout([1024, 64], [64, 1], "float16", 0)
     # LM head: host stride 64 of dim 0 equals stride_map[-1].
     assert within_stick_host_dim([1024, 64], [64, 1], restick) == 0
-    # Size-1 stick: stride_map[-1] is -1, no host stride matches -> unknown.
+    # Size-1 stick: stride_map[-1] is -1, one value a stick: the size-1 dim stands for
+    # it (every dim above 1 is an outer device dim), so no split of another dim cuts it.
     stick1 = generic_stick_layout([4, 1], [1, 1], "float16")
-    assert within_stick_host_dim([4, 1], [1, 1], stick1) is None
+    assert within_stick_host_dim([4, 1], [1, 1], stick1) == 1
+    guard = restickify_layout([1, 2, 3, 200, 1], [1200, 600, 200, 1, 1200], "bool", 4)
+    assert within_stick_host_dim([1, 2, 3, 200, 1], [1200, 600, 200, 1, 1200], guard) == 4
+    # ... but not a layout whose outer dims do not hold this view's dims above 1
+    assert within_stick_host_dim([4, 1], [2, 1], stick1) is None
     # A layout describing another view: no exact stride match -> None, never a guess.
     assert within_stick_host_dim([32, 32], [32, 1], restick) is None
 
@@ -326,7 +331,7 @@ def test_splits_stick():
     assert splits_stick([8192, 49159], [49159, 1], stl, 1, 11) is False
     assert splits_stick([8192, 49159], [49159, 1], stl, 0, 2) is False
     stick1 = generic_stick_layout([4, 1], [1, 1], "float16")
-    assert splits_stick([4, 1], [1, 1], stick1, 0, 2) is None
+    assert splits_stick([4, 1], [1, 1], stick1, 0, 2) is False  # one value a stick
     assert splits_stick([4, 1], [1, 1], stick1, 0, 1) is False
     assert splits_stick(*args, 0, 3) is False  # tiles of 384 (3 x 128), the last 256
     assert splits_stick(*args, 0, 5) is True  # tiles of 224 (7 x 32), the last 128

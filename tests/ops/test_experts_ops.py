@@ -1,7 +1,8 @@
 """The experts' and Mamba2's ops on the program under fallback='error' (issue 41):
 topk and sort as counting reductions (backend/ranking.py), histc bin for bin ATen's
 (backend/histogram.py), grouped matmuls as one reduction with an indirect weight read
-(backend/grouped_mm.py), a depthwise conv1d as shifted slices (backend/depthwise_conv.py).
+(backend/grouped_mm.py), a depthwise conv1d as shifted slices (backend/depthwise_conv.py),
+a grouped or dense one as shifted matmuls (backend/grouped_conv.py).
 
 Exact where the math is: values of topk/sort, indices wherever the order is strict
 (and the stable order among ties), every histc count.  The matmul and the conv sum in
@@ -159,7 +160,33 @@ def test_strided_dilated_depthwise_conv1d_without_bias():
     check(lambda x, w: F.conv1d(x, w, None, stride=2, padding=2, dilation=2, groups=8), x, w)
 
 
-def test_a_dense_conv1d_is_still_refused_by_name():
-    x, w = randn(1, 4, 10), randn(6, 4, 3, seed=1)
+def test_zaya_grouped_conv1d_after_a_depthwise_one_equals_eager():
+    # ZAYA's CCA: 6 heads of 8 channels, a depthwise then a grouped conv, 2 taps each
+    x, wd, bd = randn(1, 48, 18), randn(48, 1, 2, seed=1), randn(48, seed=2)
+    wg, bg = randn(48, 8, 2, seed=3), randn(48, seed=4)
+
+    def cca(x, wd, bd, wg, bg):
+        padded = F.pad(x, (2, 0))
+        return F.conv1d(F.conv1d(padded, wd, bd, groups=48), wg, bg, groups=6)
+
+    check(cca, x, wd, bd, wg, bg)
+
+
+def test_dense_strided_padded_conv1d_batch_two_equals_eager():
+    x, w = randn(2, 4, 10), randn(6, 4, 3, seed=1)
+    check(lambda x, w: F.conv1d(x, w, stride=2, padding=1, dilation=2), x, w)
+
+
+def test_grouped_conv1d_half_rounds_once_from_float32():
+    x, w, b = randn(1, 8, 12, dtype=torch.float16), randn(4, 4, 3, seed=1, dtype=torch.float16), \
+        randn(4, seed=2, dtype=torch.float16)
+    fn = lambda x, w, b: F.conv1d(x, w, b, groups=2)  # noqa: E731
+    out = run_spyre(fn, x, w, b).output
+    ref = F.conv1d(x.float(), w.float(), b.float(), groups=2).to(torch.float16)
+    assert_same(out, ref)
+
+
+def test_a_2d_conv_is_still_refused_by_name():
+    x, w = randn(1, 4, 6, 6), randn(6, 4, 3, 3, seed=1)
     with pytest.raises(Exception, match=r"convolution.*no Spyre lowering"):
-        run_spyre(lambda x, w: F.conv1d(x, w), x, w)
+        run_spyre(lambda x, w: F.conv2d(x, w), x, w)

@@ -36,7 +36,11 @@ FNS = {
 MM = "(aten ops: mm.default, permute.default)"
 BMM = "(aten ops: bmm.default, permute.default)"
 
-#: (function, shape, dtype, limit, None = equal to eager | the op the refusal names)
+#: (function, shape, dtype, limit, None = equal to eager | the op the refusal names).
+#: The transposed operand is a copy of its own under automatic tiling (backend/matmul.py
+#: ``_own_buffers``): the first op is that copy, and (2, 97, 32) fp16 at 8 KiB and
+#: (3, 127, 64) bf16 at 16 KiB, refused while one restickified copy served both reads,
+#: now tile.
 CASES = [
     *[("a @ a.T", (127, 64), dtype, 8 * KiB, None) for dtype in (F16, BF16, F32)],
     ("a @ a.T", (97, 32), F16, 8 * KiB, None),
@@ -44,14 +48,14 @@ CASES = [
     ("a @ a.T", (127, 64), F32, 16 * KiB, None),
     ("a @ a.T", (127, 64), F16, 64 * KiB, None),
     ("a @ a.T", (130, 64), F16, 16 * KiB, None),
-    ("a @ a.T", (130, 64), F32, 16 * KiB, f"buf0 {MM}"),
-    ("a @ a.T", (127, 64), F16, 4 * KiB, f"buf3 {MM}"),
+    ("a @ a.T", (130, 64), F32, 16 * KiB, f"buf1 {MM}"),
+    ("a @ a.T", (127, 64), F16, 4 * KiB, f"buf4 {MM}"),
     ("x @ x.transpose(-1, -2)", (2, 127, 64), F32, 32 * KiB, None),
     ("x @ x.transpose(-1, -2)", (2, 128, 64), BF16, 64 * KiB, None),
-    ("x @ x.transpose(-1, -2)", (2, 97, 32), F16, 8 * KiB, f"buf0 {BMM}"),
+    ("x @ x.transpose(-1, -2)", (2, 97, 32), F16, 8 * KiB, None),
     ("bmm(x, x.transpose(1, 2))", (2, 127, 64), F16, 32 * KiB, None),
     ("bmm(x, x.transpose(1, 2))", (2, 128, 64), F32, 64 * KiB, None),
-    ("bmm(x, x.transpose(1, 2))", (3, 127, 64), BF16, 16 * KiB, f"buf0 {BMM}"),
+    ("bmm(x, x.transpose(1, 2))", (3, 127, 64), BF16, 16 * KiB, None),
 ]
 
 

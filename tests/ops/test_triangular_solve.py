@@ -8,6 +8,8 @@ the ops tests' tolerance, also tiled at a KiB limit.  No ATen fallback kernel is
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -48,3 +50,23 @@ def test_chunk_solve_auto_tiled_at_16_kib_equals_eager():
         compiled = check(lambda a, b: torch.linalg.solve_triangular(
             _chunk_system(a), b, upper=False, unitriangular=True), a, b)
     assert any(isinstance(item, LoopSpec) for k in compiled.kernels for item in k.specs)
+
+
+
+def test_chunk_solve_keeps_its_batch_and_tiles_whole_matrices(tmp_path):
+    """Qwen3-Next's solve: [1, heads, chunks, 64, 64] systems.  Folded into a bmm over
+    heads * chunks, the powers N @ N were a 3-D buffer with that batch just outside the
+    stick: a row strode over all 8 matrices (2 KiB), a column of 64 rows spanned 128 KiB,
+    and the reduction split only in whole sticks (32 rows): refused at 16 KiB ("Cannot
+    auto-tile buf16 (aten ops: bmm.default, reshape.default): no combined split among host
+    dims [1, 3, 0]").  With the batch kept, every product is tiled in whole matrices
+    (16 KiB each: heads 4 ways, chunks 2 ways)."""
+    a, b = randn(1, 4, 2, 64, 64), randn(1, 4, 2, 64, 32, seed=1)
+    with config.patch(max_span_bytes=16384, ignore_span_overflow_hints=False, span_check="error",
+                      dump_dir=str(tmp_path)):
+        check(lambda a, b: torch.linalg.solve_triangular(
+            _chunk_system(a), b, upper=False, unitriangular=True), a, b)
+    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    products = {r["op"]: r["levels"] for r in records if r["kind"] == "reduction:batchmatmul"}
+    assert len(products) == 11   # N ** 2 .. N ** 32 and the six products with X
+    assert all(levels == [[1, 4], [2, 2]] for levels in products.values()), products

@@ -101,3 +101,21 @@ def test_nested_levels_reading_the_mirrored_tile_are_refused():
         "one iteration of loop level 0 moves the read by 32 elements but the tile by 2048: "
         "the read would reach another iteration's tile"
     )
+
+
+def test_each_per_tile_index_is_rebuilt_once_per_buffer(monkeypatch):
+    """Inductor traces a reader's body again and again (the scheduler's read/write
+    extraction, its partition's symbols, our proofs): each full-buffer index of a per-tile
+    buffer is rebuilt and simplified once, then remembered (``TileBuffer.tile_index``)."""
+    from spyre_rules.passes.tile_reads import TileBuffer
+
+    built: list[tuple] = []
+    rebuild = TileBuffer._tile_index
+
+    def counted(self, index, ranges):
+        built.append((self.name, index, None if ranges is None else frozenset(ranges.items())))
+        return rebuild(self, index, ranges)
+
+    monkeypatch.setattr(TileBuffer, "_tile_index", counted)
+    check(*_nested(64, 256, 2, 4, F32, C).values)
+    assert built and len(built) == len(set(built))

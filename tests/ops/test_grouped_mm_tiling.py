@@ -1,0 +1,93 @@
+"""A grouped experts matmul tiled inside one expert's weight (issue 41, other sizes).
+
+transformers' experts multiply the rows grouped by expert ``x [S, K]`` by
+``w[g(t)].T``, the weight ``[E, N, K]`` as ``nn.Linear`` stores it
+(backend/grouped_mm.py: one reduction over K whose read of ``w`` is gathered through
+the row's expert).  The weight's generic layout is ``[N, K/32, E, 32]``: one output
+column of every expert is ``E * K * 4`` bytes, so a tile that fits the limit holds
+fewer columns than a stick.  With the output stuck on N (its last host dim) no split of
+N kept its sticks whole, the only combination left split K, and the sweep's experts
+models at hidden 256 were refused at 64 KiB ("no combined split among host dims [1, 2,
+0] ... after trying 1 combination (the last: an output span of buf107 still exceeds
+65536 bytes ...)").  The same sizes scaled down (4 experts of ``64 x 64``, 77 rows, 8 KiB:
+one column of every expert 1 KiB, at most 8 columns a tile) were refused the same way:
+"no combined split among host dims [1, 2, 0] keeps every span within 8192 bytes after
+trying 1 combination (the last: an output span of buf1 still exceeds 8192 bytes with
+split {0: 2})".
+
+Under automatic tiling the reduction's output is stuck on its rows instead
+(``stick_choice.restuck_off_a_wide_read``: its stick variable alone drives an outer dim
+of the weight read that must be split finer than a stick), so N splits freely: rows in
+3 tiles of whole sticks (32, 32 and a peeled 13), N in 8 tiles of 8 columns and K in 2
+tiles of one stick each, every access within 8 KiB (span_check="error").
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ops_helpers import randn, run_spyre
+
+import spyre_rules
+from spyre_rules import config
+from spyre_rules.engine.api import plan_graph
+
+moe = pytest.importorskip("transformers.integrations.moe")
+
+KiB = 1024
+LIMIT = 8 * KiB
+EXPERTS, N, K, ROWS = 4, 64, 64, 77
+
+
+def experts(x, w, offs):
+    return moe._grouped_linear(x, w, offs, is_transposed=False)
+
+
+def _per_row(x, w, offs):
+    """``x[t] @ w[g(t)].T`` row by row, in the inputs' dtype (the reference in float64)."""
+    group = torch.searchsorted(offs, torch.arange(x.shape[0], dtype=offs.dtype), right=True)
+    return torch.einsum("tk,tnk->tn", x, w[group])
+
+
+def _inputs():
+    x, w = randn(ROWS, K), randn(EXPERTS, N, K, seed=1)
+    offs = torch.tensor([20, 0, 31, 26], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    return x, w, offs  # an empty group; every row in one
+
+
+def _auto():
+    return config.patch(max_span_bytes=LIMIT, span_check="error", ignore_span_overflow_hints=False)
+
+
+def test_the_grouped_matmul_splits_rows_columns_and_depth_of_one_expert():
+    with _auto():
+        ops = spyre_rules.capture_operations(experts, *_inputs())
+        plans = {op.get_name(): None if d.plan is None else
+                 [(lv.selected_host_dim, lv.split_count) for lv in d.plan.levels]
+                 for op, d in zip(ops, plan_graph(ops))}
+        graph = ops.graphs[0]
+        weight = graph.graph_inputs["arg0_1"].get_layout().device_layout.device_size
+        out = next(op for op in ops if op.get_name() == "buf1").get_layout()
+    assert list(weight) == [N, K // 32, EXPERTS, 32]  # one column of every expert: 1 KiB
+    # the output stuck on its rows (3 sticks of 77), N an outer dim of it
+    assert list(out.device_layout.device_size) == [3, N, 32]
+    # buf0: each row's expert (no span over the limit); buf1: the product
+    assert plans == {"buf0": None, "buf1": [(0, 3), (1, 8), (2, 2)]}
+
+
+def test_the_tiled_grouped_matmul_is_within_the_float32_summation_bound():
+    x, w, offs = _inputs()
+    with _auto():
+        compiled = run_spyre(experts, x, w, offs)
+    out = compiled.output
+    # K split in 2: float32 partial sums in another order than eager's (docs/accumulation.md):
+    # within the float32 summation bound of the exact product, K * eps * sum |x| |w|
+    exact = _per_row(x.double(), w.double(), offs)
+    bound = K * 2.0 ** -24 * _per_row(x.double().abs(), w.double().abs(), offs)
+    assert torch.allclose(experts(x, w, offs).double(), exact, rtol=0, atol=1e-4)  # eager too
+    assert out.shape == exact.shape == (ROWS, N)
+    assert bool(((out.double() - exact).abs() <= bound).all())
+    counts = [int(s.count) for k in compiled.kernels for s in k.specs if hasattr(s, "count")]
+    # the rows' loop: 2 whole tiles of 32, then the peeled tile of 13 (columns, depth inside)
+    assert counts == [2, 1]
