@@ -18,6 +18,7 @@ from torch._inductor import ir
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
 from spyre_rules.backend.merged_layouts import lay_out_merged_views
+from spyre_rules.backend.outer_order import reordered_output
 from spyre_rules.backend.stick_choice import (
     broadcast_read_restickify,
     restuck_for_broadcast_read,
@@ -118,6 +119,9 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
             moved = broadcast_read_restickify(op, layout, state.layouts, restrided)
             if moved is not None:
                 state.broadcast_restickifies[op.get_name()] = dict([moved])
+            else:
+                # outer_order.py: its write's finely split dim just outside its stick
+                layout = reordered_output(op, layout, state.layouts) or layout
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout

@@ -20,6 +20,13 @@ A batched matmul's operands are read the same way: Gemma 4's ``p @ repeat_kv(v)`
 dim 512) reads the values ``[1, S, KV, D]`` with the keys outermost, 4 KiB a key, while the
 probabilities are stuck on the keys (the reduction: whole sticks of 32 keys, 128 KiB of
 ``v``); through the copy one key is one stick row.
+
+A batchmatmul's other operand is stuck on its reduction variable ``k`` (restickify.py moves
+it there when it is not): its values operand, read as laid out, conflicts when ``k`` drives
+an outer device dim of it.  Mamba2's diagonal block ``Y = M @ x`` (``bclsh,bcshp->bclhp``)
+reads the chunk's values ``x`` ``[1, S, H, P]`` stuck on P with the source positions ``s``
+outermost (16 KiB a position at the sweep's tiny sizes: at most 4 a tile), while ``M`` is
+stuck on ``s`` (whole sticks of 32): the values are read through the same reordered copy.
 """
 
 from __future__ import annotations
@@ -34,12 +41,12 @@ from torch._inductor.dependencies import MemoryDep
 from spyre_rules import config
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
 from spyre_rules.errors import CoordinateError, LayoutError
-from spyre_rules.facts.coordinates import host_coordinates
+from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
 from spyre_rules.facts.restickify_facts import staged_restickify_layout
 from spyre_rules.facts.stick_layout import within_stick_host_dim
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 
-__all__ = ["outer_reorders"]
+__all__ = ["outer_reorders", "reordered_output"]
 
 
 def _host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
@@ -75,7 +82,9 @@ def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout
 def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
                    reads: list[tuple[MemoryDep, set[sympy.Symbol]]],
                    fixed_otherwise: Callable[[MemoryDep], bool],
-                   graph_inputs: Collection[str] = ()) -> dict[str, FixedTiledLayout]:
+                   graph_inputs: Collection[str] = (),
+                   restuck: list[tuple[MemoryDep, set[sympy.Symbol]]] = ()
+                   ) -> dict[str, FixedTiledLayout]:
     """Buffer -> reordered layout for each read in ``reads`` (each read as laid out, with
     its stick variables, none indirect) that alone makes ``op`` split a variable ``u``
     finer than a stick of another read stuck on ``u``, that no longer does once ``u``'s dim
@@ -83,9 +92,12 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
     remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
     such read: the reorder is the last resort.  Empty untiled.  A read of one of
     ``graph_inputs`` is left alone: input_layouts.py lays such an input out so itself,
-    at no copy in the program."""
+    at no copy in the program.  ``restuck``: the reads the restickify pass copies
+    onto another stick, each with the variables it will be stuck on (a batchmatmul's first
+    operand on ``k``): they conflict as the reads stuck so already do."""
     if config.ignore_span_overflow_hints:
         return {}
+    stuck = [*reads, *restuck]
     found: dict[str, FixedTiledLayout] = {}
     for dep, _ in reads:
         layout = layouts.get(dep.name)
@@ -94,7 +106,7 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
             continue  # an indirect (gathered) read is planned by its own rules
         own = fitting_tiles(op, layouts, [dep])
         for u in sorted(own, key=str):
-            conflicts = _stuck_on(u, dep, reads, layouts, own)
+            conflicts = _stuck_on(u, dep, stuck, layouts, own)
             if u not in dep.ranges or not conflicts \
                     or all(fixed_otherwise(other) for other in conflicts):
                 continue
@@ -102,7 +114,7 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
             if reordered is None:
                 continue
             after = fitting_tiles(op, {**layouts, dep.name: reordered}, [dep])
-            if _stuck_on(u, dep, reads, layouts, after):
+            if _stuck_on(u, dep, stuck, layouts, after):
                 continue
             found[dep.name] = reordered
             break
@@ -120,3 +132,67 @@ def _stuck_on(u: sympy.Symbol, dep: MemoryDep,
     return [other for other, sticks in reads
             if other.name != dep.name and sticks == {u} and cuts_sticks_of(
                 fitting, u, extent, int(layouts[other.name].device_layout.device_size[-1]))]
+
+
+def _read_sticks(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
+    try:
+        coords = access_coordinates(layout.device_layout, layout.size, layout.stride,
+                                    layout.offset, dep.index, dep.ranges)
+    except CoordinateError:
+        return None
+    return set(coords[-1].free_symbols) & set(dep.ranges)
+
+
+def reordered_output(op: ir.ComputedBuffer, layout: Any,
+                     layouts: dict[str, Any]) -> FixedTiledLayout | None:
+    """``layout`` (``op``'s own) with the dim its write drives by ``u`` just outside its
+    stick, when that write alone makes ``op`` split ``u`` finer than a stick of a read
+    stuck on ``u`` and no longer does so reordered, and no other variable's tile then cuts
+    a read's sticks; None keeps ``layout``.
+
+    The write's twin of ``outer_reorders``: Mamba2's ``Y_off = C_times_states *
+    state_decay_out`` writes ``(b, c, l, h, p)`` stuck on the head dim p (2 values padded to
+    a stick of 32) with the positions l outermost, 16 KiB a position at the sweep's tiny
+    sizes (at most 4 a tile at 64 KiB), while the decay it reads is stuck on l (whole sticks
+    of 32).  Reordered, one step of l is one stick row and the heads, which nothing is
+    stuck on, are outermost.  The op writes its own buffer in that layout: no copy, and its
+    readers read it as laid out.  Only under automatic tiling."""
+    if config.ignore_span_overflow_hints:
+        return None
+    writes = [d for d in op.get_read_writes().writes if isinstance(d, MemoryDep)]
+    if len(writes) != 1 or not layout.dtype.is_floating_point:
+        return None
+    (write,) = writes
+    name = op.get_name()
+    reads = []
+    for dep in op.get_read_writes().reads:
+        read_layout = layouts.get(dep.name) if isinstance(dep, MemoryDep) else None
+        sticks = None if read_layout is None else _read_sticks(read_layout, dep)
+        if sticks is not None and dep.name != name:
+            reads.append((dep, sticks))
+    own = fitting_tiles(op, {**layouts, name: layout}, [write])
+    for u in sorted(own, key=str):
+        if u not in write.ranges or not _stuck_on(u, write, reads, layouts, own):
+            continue
+        reordered = _reordered(layout, write, u)
+        if reordered is None:
+            continue
+        after = fitting_tiles(op, {**layouts, name: reordered}, [write])
+        if any(_stuck_on(w, write, reads, layouts, after) for w in after) \
+                or _outermost_step_bytes(reordered) > config.max_span_bytes:
+            continue
+        return reordered
+    return None
+
+
+def _outermost_step_bytes(layout: FixedTiledLayout) -> int:
+    """Bytes one step of the outermost device dim of size above 1 spans: over the limit, a
+    tile of the reordered output cuts that dim's inside too, and its readers' loops must
+    follow (the repeated B of the chunk scan at 77 tokens: 128 heads outermost, 77 KiB a
+    head, left as it was)."""
+    sizes = [int(n) for n in layout.device_layout.device_size]
+    outer = next((d for d, n in enumerate(sizes[:-1]) if n > 1), len(sizes) - 1)
+    step = layout.dtype.itemsize
+    for n in sizes[outer + 1:]:
+        step *= n
+    return step

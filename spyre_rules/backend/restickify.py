@@ -116,6 +116,7 @@ def _needed_restickifies(
     out_vars = set(writes[0].ranges)
     needed: dict[str, tuple[int, int | None]] = {}
     as_laid_out: list[tuple[MemoryDep, Any, set[sympy.Symbol]]] = []
+    restuck: list[tuple[MemoryDep, set[sympy.Symbol]]] = []  # each with its new stick variable
     for dep in rw.reads:
         layout = state.layouts.get(dep.name)
         if not isinstance(dep, MemoryDep) or layout is None:
@@ -135,13 +136,14 @@ def _needed_restickifies(
         if dim == within_stick_host_dim(size, stride, layout.device_layout):
             continue
         needed[dep.name] = (dim, _reduction_dim(op, layout, dep, required, out_vars))
+        restuck.append((dep, {required}))
     reorders: dict[str, FixedTiledLayout] = {}
     if as_laid_out and not config.ignore_span_overflow_hints:
         reorders = outer_reorders(
             op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out],
             lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
                                              [dep for dep, _, _ in as_laid_out]),
-            state.host_inputs)
+            state.host_inputs, restuck)
         # a reordered read is measured as the op will read it: through its copy; the
         # op's own write counts too (its tile of the full output must fit: llama's
         # safe-softmax guard at 200 tokens, 32 KiB, below)
