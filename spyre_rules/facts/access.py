@@ -107,8 +107,12 @@ def read_host_tile_extent(op: Op, read: Read, host_dim: int, dim: int, k: int) -
     every other loop symbol over its whole range.  A read whose host coordinate is the
     split symbol alone spans the tile; one whose coordinate merges it with others (a
     reshape of ``[tokens, heads, 256]`` read as ``[tokens * heads * 2, 128]`` rows: the
-    row's parity picks the half of the stick dim) spans what the tile reaches.  Unknown
-    when the coordinate cannot be derived or bounded."""
+    row's parity picks the half of the stick dim) spans what the tile reaches.  When one
+    split symbol moves the coordinate by a constant step from one tile to the next, the
+    tile claims that step instead: a strided read (cohere's rotary ``x[..., 1::2]`` of
+    ``[tokens, heads * 32]``, coordinate ``32 h + 2 i + 1``) reaches ``32 t - 1`` values of
+    a tile of ``t`` heads but its tiles start whole sticks apart.  Unknown when the
+    coordinate cannot be derived or bounded."""
     from spyre_rules.errors import CoordinateError
     from spyre_rules.facts.coordinates import host_coordinates
     from spyre_rules.facts.tile_extent import tile_extent
@@ -122,11 +126,17 @@ def read_host_tile_extent(op: Op, read: Read, host_dim: int, dim: int, k: int) -
         box = {s: (0, int(r) - 1) for s, r in dep.ranges.items()}
     except (CoordinateError, AttributeError, TypeError, IndexError):
         return None
+    steps = {}
     for sym, split_dim in facts.split_dims.items():
         if split_dim == int(dim) and sym in box:
             tile = tile_extent(box[sym][1] + 1, int(k))
             if tile is None:
                 return None
             box[sym] = (0, tile - 1)
+            steps[sym] = tile
+    if len(steps) == 1 and coord.free_symbols & set(steps):
+        step = sympy.expand(coord.subs({s: s + t for s, t in steps.items()}) - coord)
+        if step.is_Integer and int(step) > 0:
+            return int(step)
     found = value_range(coord, box)
     return None if found is None else found[1] - found[0] + 1
