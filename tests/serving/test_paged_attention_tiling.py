@@ -160,8 +160,11 @@ def test_attention_over_pages_not_rewritten_at_16_kib_is_refused_naming_the_op()
     torch._dynamo.reset()
     with torch.no_grad(), config.patch(**_settings(16384)), pytest.raises(Exception) as caught:
         torch.compile(not_interleaved, backend="spyre_rules", fullgraph=True)(*inputs)
-    # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS): no tile fits
-    assert ("Cannot auto-tile buf3 (aten ops: index.Tensor): no combined split among host dims "
-            "[2, 1, 0] keeps every span within 16384 bytes after trying 4 combinations (the "
-            "last: writing tile {0: 2, 2: 16} of buf3 into its full output buffer spans more "
-            "than 16384 bytes)") in str(caught.value)
+    # the search widens to the batch dim too (limits.rules MAX_WIDENED_DIMS); the page
+    # gather buf3 now tiles (the op's own write counts when its reads are measured), and
+    # the repeat of the gathered keys has no tile that fits
+    assert ("Cannot auto-tile buf4 (aten ops: permute.default, repeat.default, "
+            "reshape.default): no combined split among host dims [1, 2, 0] keeps every span "
+            "within 16384 bytes after trying 95 combinations (the last: the tiles of buf4 under "
+            "split {0: 2, 1: 4, 2: 128} are not rigid translations of the first tile") \
+        in str(caught.value)
