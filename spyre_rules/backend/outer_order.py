@@ -39,24 +39,13 @@ from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
 from spyre_rules import config
-from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
-from spyre_rules.errors import CoordinateError, LayoutError
-from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
+from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles, host_dim_of, stick_vars
+from spyre_rules.errors import LayoutError
 from spyre_rules.facts.restickify_facts import staged_restickify_layout
 from spyre_rules.facts.stick_layout import within_stick_host_dim
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 
 __all__ = ["outer_reorders", "reordered_output"]
-
-
-def _host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
-    try:
-        coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
-                                  dep.ranges)
-    except CoordinateError:
-        return None
-    dims = [d for d, c in enumerate(coords) if var in c.free_symbols]
-    return dims[0] if len(dims) == 1 else None
 
 
 def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout | None:
@@ -68,7 +57,7 @@ def _reordered(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> FixedTiledLayout
     except TypeError:
         return None
     stick = within_stick_host_dim(size, stride, layout.device_layout)
-    dim = _host_dim_of(layout, dep, u)
+    dim = host_dim_of(layout, dep, u)
     if offset != 0 or stick is None or dim is None or dim == stick:
         return None
     try:
@@ -134,15 +123,6 @@ def _stuck_on(u: sympy.Symbol, dep: MemoryDep,
                 fitting, u, extent, int(layouts[other.name].device_layout.device_size[-1]))]
 
 
-def _read_sticks(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
-    try:
-        coords = access_coordinates(layout.device_layout, layout.size, layout.stride,
-                                    layout.offset, dep.index, dep.ranges)
-    except CoordinateError:
-        return None
-    return set(coords[-1].free_symbols) & set(dep.ranges)
-
-
 def reordered_output(op: ir.ComputedBuffer, layout: Any,
                      layouts: dict[str, Any]) -> FixedTiledLayout | None:
     """``layout`` (``op``'s own) with the dim its write drives by ``u`` just outside its
@@ -167,7 +147,7 @@ def reordered_output(op: ir.ComputedBuffer, layout: Any,
     reads = []
     for dep in op.get_read_writes().reads:
         read_layout = layouts.get(dep.name) if isinstance(dep, MemoryDep) else None
-        sticks = None if read_layout is None else _read_sticks(read_layout, dep)
+        sticks = None if read_layout is None else stick_vars(read_layout, dep)
         if sticks is not None and dep.name != name:
             reads.append((dep, sticks))
     own = fitting_tiles(op, {**layouts, name: layout}, [write])

@@ -29,9 +29,8 @@ from torch._inductor.virtualized import V, ops
 
 from spyre_rules import config
 from spyre_rules.backend.outer_order import outer_reorders
-from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
+from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles, host_dim_of, stick_vars
 from spyre_rules.backend.value_sticks import value_per_stick_copies
-from spyre_rules.codegen.access import access_coordinates
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.restickify_facts import staged_restickify_layout, stick_run_bytes
@@ -48,28 +47,6 @@ __all__ = ["insert_restickify", "RESTICKIFY_KIND", "RESTICKIFY_STAGE_KIND", "sti
 RESTICKIFY_KIND = "ReStickifyOpHBM"
 #: ... and of the first stage of a copy that goes through an intermediate (rules/restickify.rules).
 RESTICKIFY_STAGE_KIND = "ReStickifyStageHBM"
-
-
-def stick_vars(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
-    """Loop variables in the stick coordinate of ``dep`` (None: not derivable)."""
-    try:
-        coords = access_coordinates(
-            layout.device_layout, layout.size, layout.stride, layout.offset, dep.index, dep.ranges
-        )
-    except CoordinateError:
-        return None
-    return set(coords[-1].free_symbols) & set(dep.ranges)
-
-
-def _host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
-    try:
-        coords = host_coordinates(
-            layout.size, layout.stride, dep.index - layout.offset, dep.ranges
-        )
-    except CoordinateError:
-        return None
-    dims = [d for d, c in enumerate(coords) if var in c.free_symbols]
-    return dims[0] if len(dims) == 1 else None
 
 
 def _required_var(
@@ -128,7 +105,7 @@ def _needed_restickifies(
         if required is None:
             as_laid_out.append((dep, layout, read_sticks))
             continue
-        dim = _host_dim_of(layout, dep, required)
+        dim = host_dim_of(layout, dep, required)
         if dim is None:
             continue
         size = [int(s) for s in layout.size]
@@ -258,7 +235,7 @@ def _reduction_dim(op: ir.ComputedBuffer, layout: Any, dep: MemoryDep, required:
     reduction_vars = set(dep.ranges) - out_vars
     if required not in out_vars or len(reduction_vars) != 1:
         return None
-    return _host_dim_of(layout, dep, next(iter(reduction_vars)))
+    return host_dim_of(layout, dep, next(iter(reduction_vars)))
 
 
 def _make_restickify(

@@ -36,7 +36,7 @@ from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
 from spyre_rules.facts.stick_layout import restickify_layout
 from spyre_rules.facts.tiled_layout import FixedTiledLayout
 
-__all__ = ["broadcast_read_restickify", "cuts_sticks_of", "fitting_tiles",
+__all__ = ["broadcast_read_restickify", "cuts_sticks_of", "fitting_tiles", "host_dim_of", "stick_vars",
            "restuck_for_broadcast_read", "restuck_off_a_wide_read"]
 
 
@@ -262,3 +262,26 @@ def _read_to_restickify(found: tuple[MemoryDep, sympy.Symbol, MemoryDep], layout
         return None
     dim = _restickify_dim(layouts[dep.name], dep, u, set(write.ranges))
     return None if dim is None else (dep.name, dim)
+
+
+def stick_vars(layout: Any, dep: MemoryDep) -> set[sympy.Symbol] | None:
+    """Loop variables in the stick coordinate of ``dep`` (None: not derivable)."""
+    try:
+        coords = access_coordinates(
+            layout.device_layout, layout.size, layout.stride, layout.offset, dep.index, dep.ranges
+        )
+    except CoordinateError:
+        return None
+    return set(coords[-1].free_symbols) & set(dep.ranges)
+
+
+def host_dim_of(layout: Any, dep: MemoryDep, var: sympy.Symbol) -> int | None:
+    """The one host dim of ``layout`` whose coordinate ``var`` moves in ``dep`` (None: no
+    such dim, several, or not derivable)."""
+    try:
+        coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset,
+                                  dep.ranges)
+    except CoordinateError:
+        return None
+    dims = [d for d, c in enumerate(coords) if var in c.free_symbols]
+    return dims[0] if len(dims) == 1 else None

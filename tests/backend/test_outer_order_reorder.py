@@ -25,18 +25,23 @@ def _k_beta(key, beta):
     return k * beta.unsqueeze(-1)
 
 
+def _auto_tiled_records(tmp_path, fn, *args):
+    """``fn(*args)`` compiled at 64 KiB under automatic tiling: bitwise equal to eager;
+    returns the plan's op records."""
+    with config.patch(max_span_bytes=64 * 1024, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
+        compiled = run_spyre(fn, *args)
+    assert torch.equal(compiled.output, fn(*args))
+    return json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+
+
 def _inputs():
     g = torch.Generator().manual_seed(0)
     return torch.randn(1, 128, 16, 128, generator=g), torch.randn(1, 32, 128, generator=g)
 
 
 def test_the_outermost_token_read_goes_through_a_reordered_copy(tmp_path):
-    key, beta = _inputs()
-    with config.patch(max_span_bytes=64 * 1024, ignore_span_overflow_hints=False,
-                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
-        compiled = run_spyre(_k_beta, key, beta)
-    assert torch.equal(compiled.output, _k_beta(key, beta))
-    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    records = _auto_tiled_records(tmp_path, _k_beta, *_inputs())
     plans = {r["op"]: (r["kind"], r["levels"]) for r in records}
     assert plans == {"buf0": ("pointwise", [[1, 32]]),
                      "buf1": ("pointwise", [[1, 32], [2, 16], [3, 2]]),
@@ -79,13 +84,8 @@ def _attention_inputs():
 
 
 def test_a_product_reads_its_values_through_a_reordered_copy(tmp_path):
-    p, v = _attention_inputs()
-    with config.patch(max_span_bytes=64 * 1024, ignore_span_overflow_hints=False,
-                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
-        compiled = run_spyre(_probabilities_times_values, p, v)
     # no reduction level: each output tile is the untiled program's sum, bit for bit
-    assert torch.equal(compiled.output, _probabilities_times_values(p, v))
-    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    records = _auto_tiled_records(tmp_path, _probabilities_times_values, *_attention_inputs())
     plans = {r["op"]: (r["kind"], r["levels"]) for r in records}
     assert plans == {"buf0": ("pointwise", [[1, 8], [2, 2], [3, 4]]),
                      "buf2": ("ReStickifyStageHBM", [[1, 8], [2, 2], [3, 4]]),
