@@ -17,6 +17,7 @@ from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
 from spyre_rules.backend.in_place import in_place_target
+from spyre_rules.backend.input_layouts import relayout_gathered_inputs
 from spyre_rules.backend.merged_layouts import lay_out_merged_views
 from spyre_rules.backend.outer_order import reordered_output
 from spyre_rules.backend.stick_choice import (
@@ -30,6 +31,7 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout, fixed_tiled_layout
 from spyre_rules.ir.errors import UnsupportedGraph
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import drop_caches, op_description
+from spyre_rules.passes.pipeline import automatic_tiling_enabled
 
 __all__ = ["assign_layouts", "choose_dim_order", "tiled_layout_for"]
 
@@ -108,6 +110,8 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
             continue
         if not isinstance(op.layout, ir.FixedLayout):
             op.freeze_layout()
+        if automatic_tiling_enabled():
+            relayout_gathered_inputs(graph, op, state)  # input_layouts.py
         layout = tiled_layout_for(op, op.layout, op_description(op))
         # stick_choice.py: stuck on the variable its big broadcast read is stuck on
         restuck = restuck_for_broadcast_read(op, layout, state.layouts, restrided)

@@ -42,6 +42,9 @@ class RulesGraphState:
     #: op name -> {buffer it broadcasts: host dim to restickify it onto} (stick_choice.py:
     #: a read stuck on a variable narrower than a stick, which the op must split).
     broadcast_restickifies: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    #: graph inputs given another device layout for a reader that splits them finely
+    #: (backend/input_layouts.py; each at most once).
+    relaid_inputs: set[str] = dataclasses.field(default_factory=set)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     #: restickified buffer -> the trace of the ``restickify`` section's decision on it

@@ -1,0 +1,95 @@
+"""gpt_oss's grouped experts matmul, its weight ``[E, K, N]`` (issue 41).
+
+gpt_oss stores ``gate_up_proj`` as ``[E, hidden, 2 * intermediate]`` and ``down_proj`` as
+``[E, intermediate, hidden]`` and multiplies them untransposed
+(``_grouped_linear(..., is_transposed=True)``): the grouped product reads ``w[g(t), k, n]``
+(backend/grouped_mm.py), the expert gathered through each row's group.  The weight's generic
+layout ``[K, N/32, E, 32]`` puts K outermost, one K row of every expert 1 KiB here, so a tile
+at 8 KiB holds 8 values of K while the rows ``x [S, K]`` are stuck on K, 32 a stick.
+``input_layouts`` used to give such an input the staged layout ``[E, N/32, K, 32]``, the
+gathered experts outermost: any row may pick any expert, so every tile spanned the whole
+weight and the product was refused ("no split brings its gathered read under the limit of
+8192 bytes (gathered rows of arg0_1 (any index may pick any row): device dim 0 (tmp2) spans
+65536 bytes)"; the sweep's gpt_oss the same at 64 KiB, 524288 bytes).
+
+A gathered input is now stuck on the finely split dim with the gathered dim just outside the
+stick: ``[N, K/32, E, 32]``, Mixtral's layout (tests/ops/test_grouped_mm_tiling.py), and
+the product tiles as Mixtral's does: stuck on its rows, rows in 3 tiles, N in 8 and K in 2,
+every access within 8 KiB (span_check="error").
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ops_helpers import randn, run_spyre
+
+import spyre_rules
+from spyre_rules import config
+from spyre_rules.engine.api import plan_graph
+
+moe = pytest.importorskip("transformers.integrations.moe")
+
+KiB = 1024
+LIMIT = 8 * KiB
+EXPERTS, K, N, ROWS = 4, 64, 64, 77
+
+
+def experts(x, w, offs):
+    return moe._grouped_linear(x, w, offs, is_transposed=True)
+
+
+def _per_row(x, w, offs):
+    """``x[t] @ w[g(t)]`` row by row (the reference in float64)."""
+    group = torch.searchsorted(offs, torch.arange(x.shape[0], dtype=offs.dtype), right=True)
+    return torch.einsum("tk,tkn->tn", x, w[group])
+
+
+def _inputs():
+    x, w = randn(ROWS, K), randn(EXPERTS, K, N, seed=1)
+    offs = torch.tensor([20, 0, 31, 26], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    return x, w, offs  # an empty group; every row in one
+
+
+def _auto():
+    return config.patch(max_span_bytes=LIMIT, span_check="error", ignore_span_overflow_hints=False)
+
+
+def test_the_gathered_weight_is_stuck_on_its_depth_with_the_experts_inside():
+    with _auto():
+        ops = spyre_rules.capture_operations(experts, *_inputs())
+        plans = {op.get_name(): None if d.plan is None else
+                 [(lv.selected_host_dim, lv.split_count) for lv in d.plan.levels]
+                 for op, d in zip(ops, plan_graph(ops))}
+        graph = ops.graphs[0]
+        weight = graph.graph_inputs["arg0_1"].get_layout().device_layout
+        out = next(op for op in ops if op.get_name() == "buf1").get_layout()
+    assert list(weight.device_size) == [N, K // 32, EXPERTS, 32]  # [N, K/32, E, 32]
+    assert list(weight.stride_map) == [1, 32 * N, K * N, N]       # stuck on K
+    assert list(out.device_layout.device_size) == [3, N, 32]       # stuck on the rows
+    assert plans == {"buf0": None, "buf1": [(0, 3), (1, 8), (2, 2)]}
+
+
+def test_untiled_keeps_the_generic_layout():
+    with config.patch(max_span_bytes=LIMIT, ignore_span_overflow_hints=True):
+        ops = spyre_rules.capture_operations(experts, *_inputs())
+        weight = ops.graphs[0].graph_inputs["arg0_1"].get_layout().device_layout
+    assert list(weight.device_size) == [K, N // 32, EXPERTS, 32]  # [K, N/32, E, 32]
+
+
+def test_the_tiled_product_is_within_the_float32_summation_bound():
+    x, w, offs = _inputs()
+    with _auto():
+        compiled = run_spyre(experts, x, w, offs)
+    out = compiled.output
+    # K split in 2: float32 partial sums in another order than eager's (docs/accumulation.md):
+    # within the float32 summation bound of the exact product, K * eps * sum |x| |w|
+    exact = _per_row(x.double(), w.double(), offs)
+    bound = K * 2.0 ** -24 * _per_row(x.double().abs(), w.double().abs(), offs)
+    eager = experts(x, w, offs).double()
+    assert bool(((eager - exact).abs() <= bound).all())
+    assert out.shape == exact.shape == (ROWS, N)
+    assert bool(((out.double() - exact).abs() <= bound).all())
+    counts = [int(s.count) for k in compiled.kernels for s in k.specs if hasattr(s, "count")]
+    assert counts == [2, 1]  # rows: 2 whole tiles of 32, then the peeled tile of 13
