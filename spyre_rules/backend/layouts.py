@@ -16,6 +16,7 @@ import torch
 from torch._inductor import ir
 
 from spyre_rules.backend.concat import region_bases, region_offset
+from spyre_rules.backend.gathered_sticks import gathered_read_layouts
 from spyre_rules.backend.in_place import in_place_target
 from spyre_rules.backend.input_layouts import relayout_gathered_inputs
 from spyre_rules.backend.merged_layouts import lay_out_merged_views
@@ -110,22 +111,31 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
             continue
         if not isinstance(op.layout, ir.FixedLayout):
             op.freeze_layout()
+        # the layouts op reads through: its gathered reads it splits finely, stuck on
+        # that dim (gathered_sticks.py; a graph input laid out so, a computed buffer
+        # read through a copy that restickify.py inserts), before its own stick is chosen
+        reads = state.layouts
         if automatic_tiling_enabled():
             relayout_gathered_inputs(graph, op, state)  # input_layouts.py
+            copies = gathered_read_layouts(op, state.layouts,
+                                           lambda name: name not in state.host_inputs)
+            if copies:
+                state.gathered_restickifies[op.get_name()] = copies
+                reads = {**state.layouts, **copies}
         layout = tiled_layout_for(op, op.layout, op_description(op))
         # stick_choice.py: stuck on the variable its big broadcast read is stuck on
-        restuck = restuck_for_broadcast_read(op, layout, state.layouts, restrided)
+        restuck = restuck_for_broadcast_read(op, layout, reads, restrided)
         if restuck is not None:
             layout = restuck
             restrided.add(op.get_name())
         else:
-            layout = restuck_off_a_wide_read(op, layout, state.layouts) or layout
-            moved = broadcast_read_restickify(op, layout, state.layouts, restrided)
+            layout = restuck_off_a_wide_read(op, layout, reads) or layout
+            moved = broadcast_read_restickify(op, layout, reads, restrided)
             if moved is not None:
                 state.broadcast_restickifies[op.get_name()] = dict([moved])
             else:
                 # outer_order.py: its write's finely split dim just outside its stick
-                layout = reordered_output(op, layout, state.layouts) or layout
+                layout = reordered_output(op, layout, reads) or layout
         op.layout = layout
         drop_caches(op)
         state.layouts[op.get_name()] = layout

@@ -9,7 +9,9 @@ order:
    host plan (fallback='eager') ``host_steps.partition`` instead: ops without a
    Spyre lowering become host steps (``host_step_layouts`` gives the outputs
    Spyre ops read a layout; ``host_step_records`` adds their plan records last);
-2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer;
+2. ``assign_layouts``   -- FixedTiledLayout on every input and ComputedBuffer (with
+   automatic tiling on, an op's gathered reads it splits finely are first given the
+   layout it reads them through: backend/gathered_sticks.py);
 3. ``insert_restickify``-- copies stuck on the dim a consumer needs;
    then, with automatic tiling on, ``relayout_finely_split_inputs``: a graph input a
    reader must split finer than another read's stick gets that dim just outside its

@@ -412,6 +412,12 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
     for op in list(graph.operations):
         if not isinstance(op, ir.ComputedBuffer):
             continue
+        gathered = state.gathered_restickifies.get(op.get_name())
+        if gathered:
+            # read through the copies its stick was chosen for (layouts.py), first:
+            # the rules below then see the reads as op will make them
+            _read_through_copies(op, {src: _make_gathered_copy(graph, state, src, layout, op)
+                                      for src, layout in gathered.items()})
         needed, reorders = _needed_restickifies(op, state)
         # a broadcast read stuck on a variable narrower than a stick (stick_choice.py)
         needed.update({src: (dim, None) for src, dim
@@ -422,6 +428,19 @@ def insert_restickify(graph: Any, state: RulesGraphState) -> None:
             renames.update({src: _make_reorder(graph, state, src, layout, op)
                             for src, layout in reorders.items() if src not in renames})
             _read_through_copies(op, renames)
+
+
+def _make_gathered_copy(graph: Any, state: RulesGraphState, src: str,
+                        layout: FixedTiledLayout, consumer: ir.ComputedBuffer) -> str:
+    """A restickify copy of ``src`` that ``consumer`` reads gathered, stuck on the dim it
+    splits finely with the gathered dim just outside the stick (gathered_sticks.py)."""
+    key = (src, "gathered", tuple(layout.device_layout.stride_map),
+           tuple(layout.device_layout.device_size))
+    if key not in state.restickified:
+        name = _insert_copy(graph, state, src, layout, consumer, RESTICKIFY_KIND)
+        state.restickified[key] = name
+        _stage_if_policy_says(graph, state, src, name)
+    return state.restickified[key]
 
 
 def _make_reorder(graph: Any, state: RulesGraphState, src: str, layout: FixedTiledLayout,

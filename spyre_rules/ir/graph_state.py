@@ -45,6 +45,9 @@ class RulesGraphState:
     #: graph inputs given another device layout for a reader that splits them finely
     #: (backend/input_layouts.py; each at most once).
     relaid_inputs: set[str] = dataclasses.field(default_factory=set)
+    #: op name -> {computed buffer it reads gathered: the layout of the restickify copy
+    #: to read it through} (backend/gathered_sticks.py; the copies: restickify.py).
+    gathered_restickifies: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: (source buffer, new stick host dim) -> restickified buffer name.
     restickified: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     #: restickified buffer -> the trace of the ``restickify`` section's decision on it
