@@ -145,13 +145,17 @@ def _own_buffers(a: Any, b: Any) -> tuple[Any, Any]:
     in the op, so q would be read stuck on its rows m too: a tile of m must then hold
     whole sticks of tokens (77 tokens: tiles of 32 at most, too wide for 64 KiB where 20
     were needed) and no split fits.  A copy is a buffer of its own, restickified alone;
-    it is exact, so only tiling pays for it."""
-    from spyre_rules import config
+    it is exact; the policy takes it or not (``own_buffer``, rules/layout_choice.rules: only
+    under automatic tiling, the only one it pays for)."""
+    from spyre_rules.backend.layout_choice import take
 
-    if config.ignore_span_overflow_hints:
-        return a, b
     a_view, b_view = _viewed_buffer(a), _viewed_buffer(b)
     if a_view is None or b_view is None or a_view[0] != b_view[0] or a_view[1] and b_view[1]:
+        return a, b
+    viewed = V.graph.get_buffer(a_view[0])
+    while isinstance(viewed, ir.MutableBox):  # a graph input's TensorBox: its buffer
+        viewed = viewed.data
+    if not take(viewed, "own_buffer", a_view[0]):
         return a, b
     if b_view[1]:
         return ir.ExternKernel.copy_input(a), b
