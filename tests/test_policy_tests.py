@@ -146,6 +146,9 @@ def test_a_policy_that_does_not_load_exits_1(capsys, policy_copy):
      "'max_span_bytes', 'sencores'])"),
     ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n",
      "test 'a': expects nothing: add ops.NAME, groups, grouping_error, staged or layout_choices"),
+    ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n"
+     "layout_choices = { buf0 = \"layout_choice.outer_reorder\" }\n",
+     "test 'a': layout_choices.buf0 is a list of \"layout_choice.RULE\" names, got 'layout_choice.outer_reorder'"),
     ("test = 1\n", "a policy test file holds [[test]] tables only"),
     ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nreads = [\"float16[8, 64]\"]\n",
      "test 'c': a collectives test expects chunks = [host_dim, length, count] or [] (none)"),
