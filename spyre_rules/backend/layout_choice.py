@@ -10,6 +10,8 @@ section (docs/rules_language.md §6.9).  The remedies, each found where it is bu
   out, no copy (``layout_bytes``: one step of the new layout's outermost dim);
 * ``own_buffer`` (matmul.py ``_own_buffers``): one of two product operands viewing one
   buffer through a copy of its own;
+* ``stick_aligned`` (matmul.py ``_stick_aligned``): a product operand whose heads start
+  inside a stick through a copy of its own;
 * ``value_per_stick`` (value_sticks.py): a read through a copy with one value a stick
   (``layout_bytes``: the copy whole);
 * ``unit_stick_guard`` (restickify.py ``_off_a_cut_stick``): a read restickified onto its

@@ -1,6 +1,7 @@
 """The ``layout_choice`` section, checker's half: first-match ``take`` rules over one
 remedy the backend found before tiling, ``remedy`` naming it (``"outer_reorder"``,
-``"reordered_output"``, ``"own_buffer"``, ``"value_per_stick"``, ``"unit_stick_guard"``),
+``"reordered_output"``, ``"own_buffer"``, ``"stick_aligned"``, ``"value_per_stick"``,
+``"unit_stick_guard"``),
 ``op`` the op it serves, ``buffer`` the buffer it copies or lays out, and ``layout_bytes``
 what the remedy's new layout asks to fit (unknown when the remedy measures nothing).
 
