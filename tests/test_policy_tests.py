@@ -47,7 +47,7 @@ def test_bundled_policy_tests_pass(bundled_run):
     assert err == ""
     assert "FAIL" not in out
     summary = out.splitlines()[-1]
-    assert summary.endswith("0 failed (103 tests in 5 files; policy: bundled rules/)"), summary
+    assert summary.endswith("0 failed (111 tests in 6 files; policy: bundled rules/)"), summary
 
 
 def test_coverage_leaves_no_rule_unexercised(bundled_run):
@@ -89,7 +89,35 @@ def test_lowering_the_split_cap_fails_the_named_test(capsys, policy_copy):
             "12, 13, 15], rejected=['17: auto_split_cap', '19: auto_split_cap', '22: auto_split_cap', "
             "'26: auto_split_cap', '33: auto_split_cap', '44: auto_split_cap', '65: auto_split_cap', "
             "'130: auto_split_cap']]") in lines
-    assert lines[-1] == f"0 passed, 1 failed (1 tests in 5 files; policy: {policy_copy})"
+    assert lines[-1] == f"0 passed, 1 failed (1 tests in 6 files; policy: {policy_copy})"
+
+
+def test_without_the_outer_reorder_rule_the_key_keeps_its_layout(capsys, policy_copy):
+    """The layout_choice section decides: a policy without ``take outer_reorder`` is asked,
+    takes nothing, and the product reads the key as laid out, which no split fits."""
+    rules = policy_copy / "layout_choice.rules"
+    text = rules.read_text()
+    start = text.index("  take outer_reorder")
+    end = text.index("\n\n", start)
+    rules.write_text(text[:start] + text[end + 2:])
+    code, out, err = run(capsys, str(policy_copy), "-k", "outer_reorder_reads_the_repeated_key")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("FAIL outer_reorder_reads_the_repeated_key_through_a_copy  (")
+    at = lines.index("  buf1 layout choices:")
+    assert lines[at + 1:at + 3] == ["    - expected: ['layout_choice.outer_reorder']",
+                                    "    + actual:   []"]
+    # the key read as laid out: beta is moved off its stick instead (buf3, a restickify
+    # copy now), which no split fits; the product splits its tokens too
+    at = lines.index("  buf3:")
+    assert lines[at + 2].startswith(
+        "    + actual:   unsupported: Cannot auto-tile buf3 (aten ops: mul.Tensor, permute.default, "
+        "reshape.default, unsqueeze.default): no combined split among host dims [2, 1] keeps every "
+        "span within 65536 bytes after trying 32 combinations"), lines[at + 2]
+    at = lines.index("  buf2:")
+    assert lines[at + 1:at + 3] == ["    - expected: plan [(1, 32)]",
+                                    "    + actual:   plan [(1, 32), (2, 32)]"]
+    assert lines[-1] == f"0 passed, 1 failed (1 tests in 6 files; policy: {policy_copy})"
 
 
 def test_reversing_the_cost_order_fails_with_a_readable_diff(capsys, policy_copy):
@@ -117,7 +145,10 @@ def test_a_policy_that_does_not_load_exits_1(capsys, policy_copy):
      "test 'a': config.max_span: unknown (known: ['ignore_span_overflow_hints', 'ignore_wsr_hints', "
      "'max_span_bytes', 'sencores'])"),
     ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n",
-     "test 'a': expects nothing: add ops.NAME, groups, grouping_error or staged"),
+     "test 'a': expects nothing: add ops.NAME, groups, grouping_error, staged or layout_choices"),
+    ("[[test]]\nname = \"a\"\nprogram = \"return x + 1\"\ninputs = { x = \"float16[8, 64]\" }\n"
+     "layout_choices = { buf0 = \"layout_choice.outer_reorder\" }\n",
+     "test 'a': layout_choices.buf0 is a list of \"layout_choice.RULE\" names, got 'layout_choice.outer_reorder'"),
     ("test = 1\n", "a policy test file holds [[test]] tables only"),
     ("[[test]]\nname = \"c\"\ncollective = \"all_reduce_\"\nreads = [\"float16[8, 64]\"]\n",
      "test 'c': a collectives test expects chunks = [host_dim, length, count] or [] (none)"),
@@ -144,7 +175,8 @@ def test_program_errors_exit_2_naming_the_test(capsys, tmp_path):
     assert err.strip().startswith("spyre-rules test: error: ")
     assert err.strip().endswith("bad.toml:2: test 'p': program: line 1: method `.foo` is not supported (supported: abs, amax, "
                            "amin, argmax, argmin, contiguous, cumsum, exp, expand, float, half, index_add_, index_copy_, mean, neg, permute, prod, "
-                           "relu, reshape, softmax, sqrt, squeeze, std, sum, t, transpose, unsqueeze, "
+                           "relu, repeat_interleave, reshape, sigmoid, softmax, sqrt, squeeze, std, sum, t, "
+                           "transpose, unsqueeze, "
                            "var, view)")
 
 
@@ -159,7 +191,8 @@ def test_policy_tests_ship_with_the_bundled_rules():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "tests/*.toml" in data["spyre_rules.bundled_rules"]
     assert sorted(p.name for p in (ROOT / "rules" / "tests").iterdir()) == [
-        "collectives.toml", "eligibility.toml", "grouping.toml", "planner.toml", "restickify.toml"]
+        "collectives.toml", "eligibility.toml", "grouping.toml", "layout_choice.toml", "planner.toml",
+        "restickify.toml"]
 
 
 def test_rules_option_names_the_policy_for_any_test_file(capsys, policy_copy):
@@ -182,7 +215,7 @@ def test_a_selection_that_matches_nothing_is_a_usage_error(capsys):
     ("y = x + 1", {"x": "float16[2]"}, "a program ends with `return NAME[, NAME ...]`"),
     ("return open(x)", {"x": "float16[2]"},
      "line 1: function `open` is not supported (supported: bmm, cat, exp, layer_norm, linear, "
-     "matmul, relu, softmax, var_mean, where)"),
+     "matmul, relu, safe_softmax, softmax, var_mean, where)"),
     ("return x.sum(dim=5)", {"x": "float16[2]"},
      "the program fails on its inputs: IndexError: Dimension out of range (expected to be in range "
      "of [-1, 0], but got 5)"),

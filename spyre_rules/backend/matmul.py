@@ -98,12 +98,14 @@ def _stick_aligned(x: Any) -> Any:
     another place in its stick than the first tile, no rigid translation of it
     (``tiles_translate``), so legality refuses every split of the heads
     (``input_sticks_whole``) and no tiling fits.  A copy of the view is a buffer of its
-    own, each head whole sticks; it is exact, so only tiling pays for it."""
-    from spyre_rules import config
+    own, each head whole sticks; it is exact, and the policy takes it or not
+    (``stick_aligned``, rules/layout_choice.rules: only under automatic tiling, the only
+    one it pays for)."""
+    from spyre_rules.backend.layout_choice import take
     from spyre_rules.errors import LayoutError
     from spyre_rules.facts.stick_layout import dtype_info
 
-    if config.ignore_span_overflow_hints or not ir.is_storage_and_layout(x):
+    if not ir.is_storage_and_layout(x):
         return x
     storage, layout = ir.as_storage_and_layout(x, freeze=False)
     try:
@@ -111,12 +113,14 @@ def _stick_aligned(x: Any) -> Any:
         size, stride = [int(s) for s in layout.size], [int(s) for s in layout.stride]
         base = storage.get_layout()
         base_size, base_stride = [int(s) for s in base.size], [int(s) for s in base.stride]
+        name = storage.get_name()
     except (LayoutError, TypeError, ValueError, NotImplementedError, AttributeError):
         return x  # symbolic or not a strided buffer: left as it is
     if not size or not base_size or stride[-1] != 1 or base_stride[-1] != 1 or size[-1] <= 1:
         return x
     row = base_size[-1]  # the buffer's stick dim: its last, stride-1 host dim
-    if any(n > 1 and s % row % stick != 0 for n, s in zip(size[:-1], stride[:-1])):
+    if any(n > 1 and s % row % stick != 0 for n, s in zip(size[:-1], stride[:-1])) \
+            and name and take(_buffer_named(name), "stick_aligned", name):
         return ir.ExternKernel.copy_input(x)
     return x
 
@@ -145,17 +149,28 @@ def _own_buffers(a: Any, b: Any) -> tuple[Any, Any]:
     in the op, so q would be read stuck on its rows m too: a tile of m must then hold
     whole sticks of tokens (77 tokens: tiles of 32 at most, too wide for 64 KiB where 20
     were needed) and no split fits.  A copy is a buffer of its own, restickified alone;
-    it is exact, so only tiling pays for it."""
-    from spyre_rules import config
+    it is exact; the policy takes it or not (``own_buffer``, rules/layout_choice.rules: only
+    under automatic tiling, the only one it pays for)."""
+    from spyre_rules.backend.layout_choice import take
 
-    if config.ignore_span_overflow_hints:
-        return a, b
     a_view, b_view = _viewed_buffer(a), _viewed_buffer(b)
     if a_view is None or b_view is None or a_view[0] != b_view[0] or a_view[1] and b_view[1]:
+        return a, b
+    if not take(_buffer_named(a_view[0]), "own_buffer", a_view[0]):
         return a, b
     if b_view[1]:
         return ir.ExternKernel.copy_input(a), b
     return a, ir.ExternKernel.copy_input(b)
+
+
+def _buffer_named(name: str) -> Any:
+    """The graph's buffer ``name`` (a graph input's, out of its TensorBox): the ``op`` the
+    layout_choice section is told for a remedy decided while a product is lowered, before
+    the product exists."""
+    buffer = V.graph.get_buffer(name)
+    while isinstance(buffer, ir.MutableBox):
+        buffer = buffer.data
+    return buffer
 
 
 def _check_dtypes(*tensors: Any) -> None:

@@ -14,7 +14,8 @@ itself keeps the stick, so its tiles need no whole sticks of ``u``
 (docs/layout_model.md §1.6).  A batched matmul's operand too: GPT-NeoX's ``probs @ v``
 reads ``v`` out of the fused projection with the tokens (its k) outermost while the
 probabilities are stuck on k.  Only under automatic tiling, and only where the conflict
-would otherwise refuse the op.
+would otherwise refuse the op, and only where the policy takes the remedy
+(rules/layout_choice.rules: ``outer_reorder``, ``reordered_output``).
 
 A batched matmul's operands are read the same way: Gemma 4's ``p @ repeat_kv(v)`` (head
 dim 512) reads the values ``[1, S, KV, D]`` with the keys outermost, 4 KiB a key, while the
@@ -38,7 +39,7 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
-from spyre_rules import config
+from spyre_rules.backend.layout_choice import take
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles, host_dim_of, stick_vars
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.restickify_facts import staged_restickify_layout
@@ -79,13 +80,12 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
     finer than a stick of another read stuck on ``u``, that no longer does once ``u``'s dim
     sits just outside its stick, and where ``fixed_otherwise`` (the restickify pass's
     remedy of moving that other read's stick, restickify._off_a_cut_stick) fails for some
-    such read: the reorder is the last resort.  Empty untiled.  A read of one of
+    such read: the reorder is the last resort; the policy takes it or not
+    (``outer_reorder``, rules/layout_choice.rules).  A read of one of
     ``graph_inputs`` is left alone: input_layouts.py lays such an input out so itself,
     at no copy in the program.  ``restuck``: the reads the restickify pass copies
     onto another stick, each with the variables it will be stuck on (a batchmatmul's first
     operand on ``k``): they conflict as the reads stuck so already do."""
-    if config.ignore_span_overflow_hints:
-        return {}
     stuck = [*reads, *restuck]
     found: dict[str, FixedTiledLayout] = {}
     for dep, _ in reads:
@@ -103,7 +103,7 @@ def outer_reorders(op: ir.ComputedBuffer, layouts: dict[str, Any],
             if reordered is None:
                 continue
             after = fitting_tiles(op, {**layouts, dep.name: reordered}, [dep])
-            if _stuck_on(u, dep, stuck, layouts, after):
+            if _stuck_on(u, dep, stuck, layouts, after) or not take(op, "outer_reorder", dep.name):
                 continue
             found[dep.name] = reordered
             break
@@ -136,9 +136,8 @@ def reordered_output(op: ir.ComputedBuffer, layout: Any,
     sizes (at most 4 a tile at 64 KiB), while the decay it reads is stuck on l (whole sticks
     of 32).  Reordered, one step of l is one stick row and the heads, which nothing is
     stuck on, are outermost.  The op writes its own buffer in that layout: no copy, and its
-    readers read it as laid out.  Only under automatic tiling."""
-    if config.ignore_span_overflow_hints:
-        return None
+    readers read it as laid out.  The policy takes it or not (``reordered_output``,
+    rules/layout_choice.rules, told one step of the reordered layout's outermost dim)."""
     writes = [d for d in op.get_read_writes().writes if isinstance(d, MemoryDep)]
     if len(writes) != 1 or not layout.dtype.is_floating_point:
         return None
@@ -159,17 +158,15 @@ def reordered_output(op: ir.ComputedBuffer, layout: Any,
             continue
         after = fitting_tiles(op, {**layouts, name: reordered}, [write])
         if any(_stuck_on(w, write, reads, layouts, after) for w in after) \
-                or _outermost_step_bytes(reordered) > config.max_span_bytes:
+                or not take(op, "reordered_output", name, _outermost_step_bytes(reordered)):
             continue
         return reordered
     return None
 
 
 def _outermost_step_bytes(layout: FixedTiledLayout) -> int:
-    """Bytes one step of the outermost device dim of size above 1 spans: over the limit, a
-    tile of the reordered output cuts that dim's inside too, and its readers' loops must
-    follow (the repeated B of the chunk scan at 77 tokens: 128 heads outermost, 77 KiB a
-    head, left as it was)."""
+    """Bytes one step of the outermost device dim of size above 1 spans (the least a tile
+    of the reordered output spans: the policy's measure of it)."""
     sizes = [int(n) for n in layout.device_layout.device_size]
     outer = next((d for d, n in enumerate(sizes[:-1]) if n > 1), len(sizes) - 1)
     step = layout.dtype.itemsize

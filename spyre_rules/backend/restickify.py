@@ -28,6 +28,7 @@ from torch._inductor.dependencies import MemoryDep
 from torch._inductor.virtualized import V, ops
 
 from spyre_rules import config
+from spyre_rules.backend.layout_choice import take
 from spyre_rules.backend.outer_order import outer_reorders
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles, host_dim_of, stick_vars
 from spyre_rules.backend.value_sticks import value_per_stick_copies
@@ -115,7 +116,7 @@ def _needed_restickifies(
         needed[dep.name] = (dim, _reduction_dim(op, layout, dep, required, out_vars))
         restuck.append((dep, {required}))
     reorders: dict[str, FixedTiledLayout] = {}
-    if as_laid_out and not config.ignore_span_overflow_hints:
+    if as_laid_out:
         reorders = outer_reorders(
             op, state.layouts, [(dep, sticks) for dep, _, sticks in as_laid_out],
             lambda other: _restick_would_fit(op, state, other, v, out_vars, writes[0],
@@ -195,7 +196,11 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
     query positions L, and at 200 tokens and 32 KiB the output ``[1, KV, R, L, K]``
     holds at most 36 positions a tile (one each of KV and R), cutting the guard's
     64-position sticks; with one value a stick no tile cuts it (its 64-fold padding is
-    on a buffer K times smaller than the output).  None: the read is left as it is."""
+    on a buffer K times smaller than the output; the policy takes that or not:
+    ``unit_stick_guard``, rules/layout_choice.rules).  None: the read is left as it is.
+    Only under automatic tiling: the new stick serves the tiles it would cut."""
+    if config.ignore_span_overflow_hints:
+        return None
     if not fitting or len(read_sticks) != 1 or isinstance(op.data, ir.Reduction) \
             and op.data.reduction_type == "batchmatmul":
         return None
@@ -218,7 +223,7 @@ def _off_a_cut_stick(op: ir.ComputedBuffer, dep: MemoryDep, layout: Any, v: symp
         cuts_sticks_of(fitting, w, int(dep.ranges[w]), stick_elems)
         for w in coords[d].free_symbols & set(dep.ranges))]
     units = [d for d, n in enumerate(size) if n == 1]
-    if not uncut and units:
+    if not uncut and units and take(op, "unit_stick_guard", dep.name):
         return units[-1]
     if not others:
         return None

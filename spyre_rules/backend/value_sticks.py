@@ -15,8 +15,9 @@ Such a read goes through an exact copy laid out with one value per stick (the ge
 layout's sparse form, docs/layout_model.md §1.3: the stick device dim has no host
 stride, every value sits at position 0 of its own stick).  No host dim is then inside
 the stick, and a tile of ``u`` reads whole sticks whatever it holds.  The copy costs a
-stick per value, so only a read whose copy fits the span limit whole is copied.  Only
-under automatic tiling.
+stick per value; whether it is taken is policy (``value_per_stick``,
+rules/layout_choice.rules: only under automatic tiling, and only a copy that fits the span
+limit whole).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
-from spyre_rules import config
+from spyre_rules.backend.layout_choice import take
 from spyre_rules.backend.stick_choice import cuts_sticks_of, fitting_tiles
 from spyre_rules.errors import CoordinateError, LayoutError
 from spyre_rules.facts.coordinates import host_coordinates
@@ -72,8 +73,8 @@ def value_per_stick_copies(op: ir.ComputedBuffer, layouts: dict[str, Any],
     with its stick variables) stuck on an output variable ``u`` other than the output's
     stick ``v`` (None: no variable moves the write's stick) that ``op``'s write must
     split finer than a stick of the read, when no other host dim of the read is walked
-    and the copy fits the limit whole."""
-    if config.ignore_span_overflow_hints or isinstance(op.data, ir.Reduction):
+    and the policy takes the copy (told its bytes whole)."""
+    if isinstance(op.data, ir.Reduction):
         return {}
     fitting = fitting_tiles(op, layouts, [write])
     found: dict[str, FixedTiledLayout] = {}
@@ -94,6 +95,6 @@ def value_per_stick_copies(op: ir.ComputedBuffer, layouts: dict[str, Any],
         sticks_needed = 1
         for n in sparse.device_layout.device_size[:-1]:
             sticks_needed *= int(n)
-        if sticks_needed * BYTES_IN_STICK <= config.max_span_bytes:
+        if take(op, "value_per_stick", dep.name, sticks_needed * BYTES_IN_STICK):
             found[dep.name] = sparse
     return found

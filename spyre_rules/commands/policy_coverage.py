@@ -4,7 +4,7 @@ A *rule* is every item of a section that can decide or shape a decision
 (``let`` bindings are not rules).  When it counts as exercised, read from the
 engine's trace steps (docs/policy_tests.md, "Coverage"):
 
-* eligibility / grouping / restickify rules, legality and search ``reject`` guards: the rule fired;
+* eligibility / grouping / restickify / layout_choice rules, legality and search ``reject`` guards: the rule fired;
 * a candidates generator: it emitted a candidate;
 * a legality ``require``: it rejected some split count; ``splits``: a dim's splits were listed;
   ``otherwise splits``: its fallback counts were tried (no ``splits`` count above 1 was legal);
@@ -79,7 +79,7 @@ def exercised(steps: Iterable[Any]) -> set[tuple[str, str, str]]:
     searched = False
     for s in steps:
         sec, rule, outcome = s.section, s.rule, s.outcome
-        if sec in ("eligibility", "grouping", "restickify"):
+        if sec in ("eligibility", "grouping", "restickify", "layout_choice"):
             fired.add((sec, outcome, rule))
         elif sec == "candidates" and outcome == "emit":
             fired.add((sec, "generator", rule))

@@ -43,7 +43,8 @@ EDITS = {
 
 _DECISIONS = ("plan", "no_plan", "unsupported")
 _TEST_KEYS = {"name", "about", "example", "program", "inputs", "config", "edits",
-              "include_graph_inputs", "ops", "groups", "grouping_error", "staged"}
+              "include_graph_inputs", "ops", "groups", "grouping_error", "staged",
+              "layout_choices"}
 _OP_KEYS = {*_DECISIONS, "rule", "grouping"}
 #: a collectives test: a collective step's buffers and the chunking the policy must pick
 _COLLECTIVE_KEYS = {"name", "about", "collective", "reads", "writes", "config", "chunks"}
@@ -107,6 +108,9 @@ class PolicyTest:
     # restickified buffer -> the restickify rules that fired for it (empty: one copy);
     # such a test captures its program under its config (the backend stages while capturing)
     staged: dict[str, tuple[str, ...]] | None = None
+    # buffer -> the layout_choice rules that took a remedy found for it (empty: asked, none
+    # taken); captured under the test's config too (the backend asks while capturing)
+    layout_choices: dict[str, tuple[str, ...]] | None = None
 
     @property
     def where(self) -> str:
@@ -135,6 +139,18 @@ class _Reader:
             names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
             raise self.error(f"{what} must be {names}, got {value!r}")
         return value
+
+    def rules_by_buffer(self, raw: dict[str, Any], key: str,
+                        section: str) -> dict[str, tuple[str, ...]] | None:
+        """``key = { BUFFER = ["SECTION.RULE", ...] }`` (``staged``, ``layout_choices``)."""
+        table = raw.get(key)
+        if table is None:
+            return None
+        self.typed(table, dict, key)
+        for name, rules in table.items():
+            if not (isinstance(rules, list) and all(isinstance(r, str) for r in rules)):
+                raise self.error(f"{key}.{name} is a list of \"{section}.RULE\" names, got {rules!r}")
+        return {name: tuple(rules) for name, rules in table.items()}
 
     def splits(self, value: Any, what: str) -> tuple[tuple[int, int], ...]:
         ok = isinstance(value, list) and all(
@@ -249,15 +265,12 @@ class _Reader:
             self.typed(grouping_error, str, "grouping_error")
             if groups is not None:
                 raise self.error("give groups or grouping_error, not both")
-        staged = raw.get("staged")
-        if staged is not None:
-            self.typed(staged, dict, "staged")
-            for name, rules in staged.items():
-                if not (isinstance(rules, list) and all(isinstance(r, str) for r in rules)):
-                    raise self.error(f"staged.{name} is a list of \"restickify.RULE\" names, got {rules!r}")
-            staged = {name: tuple(rules) for name, rules in staged.items()}
-        if not ops and groups is None and grouping_error is None and staged is None:
-            raise self.error("expects nothing: add ops.NAME, groups, grouping_error or staged")
+        staged = self.rules_by_buffer(raw, "staged", "restickify")
+        layout_choices = self.rules_by_buffer(raw, "layout_choices", "layout_choice")
+        if not ops and groups is None and grouping_error is None and staged is None \
+                and layout_choices is None:
+            raise self.error("expects nothing: add ops.NAME, groups, grouping_error, staged or "
+                             "layout_choices")
         return PolicyTest(
             file=self.file, line=self.line, name=self.name,
             about=self.typed(raw.get("about", ""), str, "about"),
@@ -267,7 +280,7 @@ class _Reader:
             include_graph_inputs=self.typed(raw.get("include_graph_inputs", False), bool,
                                             "include_graph_inputs"),
             ops={op: self.op_expect(op, table) for op, table in ops.items()},
-            groups=groups, grouping_error=grouping_error, staged=staged,
+            groups=groups, grouping_error=grouping_error, staged=staged, layout_choices=layout_choices,
         )
 
 

@@ -33,7 +33,8 @@ class ProgramError(ValueError):
 METHODS = frozenset({
     "sum", "mean", "amax", "amin", "exp", "relu", "neg", "abs", "sqrt", "t", "transpose",
     "permute", "reshape", "view", "contiguous", "unsqueeze", "squeeze", "expand", "softmax",
-    "half", "float", "argmax", "argmin", "var", "std", "prod", "cumsum",
+    "half", "float", "argmax", "argmin", "var", "std", "prod", "cumsum", "sigmoid",
+    "repeat_interleave",
     "index_copy_", "index_add_",  # in-place writes of an input (a KV cache): c = x.index_copy_(...)
 })
 
@@ -48,6 +49,7 @@ FUNCTIONS: dict[str, str] = {   # name -> torch attribute path
     "where": "where",
     "var_mean": "var_mean",
     "layer_norm": "nn.functional.layer_norm",
+    "safe_softmax": "ops.aten._safe_softmax",  # softmax zeroing wholly masked rows (SDPA's math path)
 }
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {

@@ -225,24 +225,25 @@ def run_grouping(ops: Any, steps: list[Any]) -> tuple[list[GroupExpect] | None, 
         steps.extend(trace)
 
 
-def _check_stages(expected: dict[str, tuple[str, ...]], ops: Any, steps: list[Any],
-                  check: _Check) -> None:
-    """Compare the restickify rules that fired per restickified buffer (the backend's
-    record of them while capturing) with the test's ``staged``."""
+def _check_by_buffer(expected: dict[str, tuple[str, ...]], ops: Any, steps: list[Any],
+                     check: _Check, field: str, what: str) -> None:
+    """Compare the rules that fired per buffer, as the backend recorded them while
+    capturing (``RulesGraphState.<field>``: ``restickify_stages``, ``layout_choices``),
+    with the test's expectation (``staged``, ``layout_choices``)."""
     from spyre_rules.ir.graph_state import graph_state
 
-    stages: dict[str, list[Any]] = {}
+    recorded: dict[str, list[Any]] = {}
     for graph in ops.graphs:
-        stages.update(graph_state(graph).restickify_stages)
-    for trace in stages.values():
+        recorded.update(getattr(graph_state(graph), field))
+    for trace in recorded.values():
         steps.extend(trace)
     for name, rules in expected.items():
-        trace = stages.get(name)
+        trace = recorded.get(name)
         actual = None if trace is None else tuple(f"{s.section}.{s.rule}" for s in trace)
         if actual != rules:
-            shown = (f"(no restickified buffer {name}; restickified: {', '.join(stages) or 'none'})"
+            shown = (f"(no {what} buffer {name}; {what}: {', '.join(recorded) or 'none'})"
                      if actual is None else str(list(actual)))
-            check.mismatch(f"{name} restickify stages", str(list(rules)), shown, trace)
+            check.mismatch(f"{name} {field.replace('_', ' ')}", str(list(rules)), shown, trace)
 
 
 def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
@@ -261,7 +262,9 @@ def run_test(test: PolicyTest, rules_path: str | None) -> Outcome:
     grouping_steps: list[Any] = []
     check = _Check()
     if test.staged is not None:
-        _check_stages(test.staged, ops, steps, check)
+        _check_by_buffer(test.staged, ops, steps, check, "restickify_stages", "restickified")
+    if test.layout_choices is not None:
+        _check_by_buffer(test.layout_choices, ops, steps, check, "layout_choices", "asked")
     with config.patch(**_settings(test, example_limit, rules_path)):
         decisions = {d.op: d for d in plan_graph(ops)}
         if test.include_graph_inputs:

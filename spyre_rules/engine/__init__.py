@@ -23,6 +23,7 @@ _LAZY = {
     "explain_op": "spyre_rules.engine.api",
     "plan_graph": "spyre_rules.engine.api",
     "restickify_staged": "spyre_rules.engine.api",
+    "layout_choice_taken": "spyre_rules.engine.api",
     "decide_groups": "spyre_rules.engine.grouping",
     "GroupingOutcome": "spyre_rules.engine.grouping",
     "HINT_ID_BASE": "spyre_rules.engine.grouping",

@@ -5,6 +5,9 @@
 * ``explain_op(op)`` -> the :class:`OpDecision` with its rule trace;
 * ``restickify_staged(op)`` -> whether a restickify copy goes through an intermediate
   (the ``restickify`` section), with the trace of the rule that decided;
+* ``layout_choice_taken(op, remedy, buffer, layout_bytes)`` -> whether the backend takes a
+  layout remedy it found (the ``layout_choice`` section), with the trace of the rule that
+  decided;
 * ``plan_graph(operations)`` -> one :class:`OpDecision` per op (never raises
   Unsupported: it is recorded in the decision).
 
@@ -28,8 +31,8 @@ from spyre_rules.facts import memo
 from spyre_rules.engine.policy import get_policy
 from spyre_rules.engine.records import OpDecision, SpanOverflowTilePlan
 
-__all__ = ["evaluator", "explain_op", "graph_scope", "plan_graph", "plan_span_overflow_tile",
-           "restickify_staged"]
+__all__ = ["evaluator", "explain_op", "graph_scope", "layout_choice_taken", "plan_graph",
+           "plan_span_overflow_tile", "restickify_staged"]
 
 
 #: Set by ``capture_operations`` on every captured op: the GraphLowering it belongs to.
@@ -83,6 +86,17 @@ def restickify_staged(op: Any, side: str) -> tuple[bool, list[Any]]:
         _require_graph(op)
         with memo.stable():
             return evaluator().staged(op, side)
+
+
+def layout_choice_taken(op: Any, remedy: str, buffer: str,
+                        layout_bytes: int | None = None) -> tuple[bool, list[Any]]:
+    """Whether the backend takes the layout remedy ``remedy`` it found for ``buffer``,
+    serving ``op`` (the ``layout_choice`` section, docs/rules_language.md §6.9), and the
+    trace of the rule that decided (empty: none fired, the layout stays)."""
+    with _op_graph(op, getattr(op, OWNER_GRAPH_ATTR, None)):
+        _require_graph(op)
+        with memo.stable():
+            return evaluator().taken(op, remedy, buffer, layout_bytes)
 
 
 @contextlib.contextmanager

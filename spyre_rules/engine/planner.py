@@ -23,6 +23,7 @@ from spyre_rules.errors import Unsupported, exception_chain
 from spyre_rules.engine.candidates import CandidatesEvaluation
 from spyre_rules.engine.compile import CTX, EvalError
 from spyre_rules.engine.eligibility import EligibilityEvaluation
+from spyre_rules.engine.layout_choice import LayoutChoiceEvaluation
 from spyre_rules.engine.legality import LegalityEvaluation
 from spyre_rules.engine.policy import Policy
 from spyre_rules.engine.program import Requirement, Rule
@@ -38,7 +39,7 @@ __all__ = ["Evaluator", "cap_splits"]
 
 
 class Evaluator(EligibilityEvaluation, CandidatesEvaluation, LegalityEvaluation, SearchEvaluation,
-                ValidationEvaluation, RestickifyEvaluation):
+                ValidationEvaluation, RestickifyEvaluation, LayoutChoiceEvaluation):
     """Runs the policy's sections for ops under one configuration snapshot (each
     section kind's evaluation is its module's mixin: ``program.SECTION_MODULES``)."""
 

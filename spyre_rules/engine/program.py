@@ -69,6 +69,7 @@ class Program:
     grouping: list[Rule]
     collectives: Any    # engine/collectives.py Collectives
     restickify: list[Rule]
+    layout_choice: list[Rule]
 
 
 class ItemCompiler:
@@ -151,6 +152,7 @@ SECTION_MODULES = {
     "grouping": "spyre_rules.engine.grouping",
     "collectives": "spyre_rules.engine.collectives",
     "restickify": "spyre_rules.engine.restickify",
+    "layout_choice": "spyre_rules.engine.layout_choice",
 }
 
 
@@ -184,4 +186,5 @@ def compile_program(sections: dict[str, A.Section], facts: dict[str, Callable],
         grouping=compiled("grouping"),
         collectives=compiled("collectives"),
         restickify=compiled("restickify"),
+        layout_choice=compiled("layout_choice"),
     )

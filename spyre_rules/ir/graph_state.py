@@ -53,6 +53,11 @@ class RulesGraphState:
     #: restickified buffer -> the trace of the ``restickify`` section's decision on it
     #: (a rule that fired sent it through an intermediate; backend/restickify.py).
     restickify_stages: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    #: buffer -> the trace of the ``layout_choice`` section's decisions on the remedies
+    #: found for it (empty: asked, none taken; backend/layout_choice.py), and each
+    #: question's answer, asked once: (op, remedy, buffer, layout bytes) -> taken.
+    layout_choices: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    layout_choice_answers: dict[tuple, bool] = dataclasses.field(default_factory=dict)
     #: the simulated HBM map (program.memory_map.MemoryMap), set last before scheduling.
     memory: Any = None
     #: kernels generated so far: (kernel name, list of OpSpec/LoopSpec).

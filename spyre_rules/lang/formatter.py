@@ -49,7 +49,7 @@ _KEYWORDS = frozenset({
     "const", "extern", "type", "record", "fact", "config", "let", "when", "because", "require",
     "emit", "for", "in", "if", "otherwise", "splits", "bound", "order", "by", "required", "cost", "exhausted",
     "or", "and", "not", "subset", "is", "known", "unknown", "true", "false",
-    "skip", "reject", "pass", "join", "conform", "refine", "hoist", "start", "single", "stage", *SECTION_KINDS,
+    "skip", "reject", "pass", "join", "conform", "refine", "hoist", "start", "single", "stage", "take", *SECTION_KINDS,
 })
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = frozenset(_OPENERS.values())

@@ -48,11 +48,12 @@ def test_rules_path_directory_and_separated_files(tmp_path, monkeypatch):
     assert by_dir.source == str(target) and by_dir is not get_policy(rules_path="")
     files = os.pathsep.join(str(target / n) for n in
                             ("limits.rules", "planner.rules", "grouping.rules",
-                                                      "collectives.rules", "restickify.rules"))
+                                                      "collectives.rules", "restickify.rules",
+                                                      "layout_choice.rules"))
     with config.patch(rules_path=files):
         by_files = get_policy()
     assert by_files is not by_dir
-    assert len(by_files.files) == 6  # the bundled prelude is added
+    assert len(by_files.files) == 7  # the bundled prelude is added
 
 
 def test_check_errors_refuse_to_load_and_carry_diagnostics(tmp_path):

@@ -123,7 +123,8 @@ def test_each_section_kind_is_compiled_and_run_by_one_module():
         check = importlib.import_module(f"spyre_rules.lang.sections.{kind}")
         assert check.SPEC is SPECS[kind]
         assert f"``spyre_rules/engine/{kind}.py``" in check.__doc__, kind
-        evaluation = getattr(module, f"{kind.capitalize()}Evaluation", None)
+        camel = "".join(part.capitalize() for part in kind.split("_"))  # layout_choice: LayoutChoice
+        evaluation = getattr(module, f"{camel}Evaluation", None)
         # grouping runs over a graph and collectives over a collective step's buffers, not
         # inside the per-op planner
         if kind not in ("grouping", "collectives"):

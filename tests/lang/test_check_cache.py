@@ -53,7 +53,7 @@ def test_a_remembered_report_is_the_checked_one_without_the_checker(tmp_path, ar
 
 def test_expected_outputs_of_both_paths(tmp_path):
     clean = _run(["check"], tmp_path)[:2], _run(["check"], tmp_path)[:2]
-    assert clean[0] == clean[1] == (0, "checked 6 files: no problems\n")
+    assert clean[0] == clean[1] == (0, "checked 7 files: no problems\n")
     broken = [_run(["check", "rules/planner.rules"], tmp_path)[:2] for _ in range(2)]
     for code, out in broken:
         assert code == 1 and "error[E010]: unknown name `MAX_TILE_DIMS`" in out
@@ -64,12 +64,12 @@ def test_an_edited_file_is_checked_again(tmp_path):
     policy = tmp_path / "policy"
     shutil.copytree(ROOT / "rules", policy, ignore=shutil.ignore_patterns("tests"))
     cache = tmp_path / "cache"
-    assert _run(["check", str(policy)], cache)[:2] == (0, "checked 6 files: no problems\n")
+    assert _run(["check", str(policy)], cache)[:2] == (0, "checked 7 files: no problems\n")
     limits = policy / "limits.rules"
     limits.write_text(limits.read_text() + "const ANSWER = 42;\n")  # unused: a warning
     code, out, modules = _run(["check", str(policy)], cache)
     assert code == 0 and "warning[W001]" in out and "ANSWER" in out
-    assert out.endswith("checked 6 files: 0 errors, 1 warning\n")
+    assert out.endswith("checked 7 files: 0 errors, 1 warning\n")
     assert "spyre_rules.lang.checker" in modules
     # the new report is remembered beside the old one
     assert _run(["check", str(policy)], cache)[:2] == (code, out)
@@ -87,7 +87,7 @@ def test_the_display_names_are_part_of_the_key(tmp_path):
 def test_switched_off_it_checks_every_time_and_stores_nothing(tmp_path):
     for _ in range(2):
         code, out, modules = _run(["check"], tmp_path, SPYRE_RULES_CHECK_CACHE="0")
-        assert (code, out) == (0, "checked 6 files: no problems\n") and "spyre_rules.lang.checker" in modules
+        assert (code, out) == (0, "checked 7 files: no problems\n") and "spyre_rules.lang.checker" in modules
     assert not (tmp_path / "check-results").exists()
 
 
@@ -96,7 +96,7 @@ def test_an_unwritable_cache_only_means_checking(tmp_path):
     blocker.write_text("not a directory")
     for _ in range(2):
         code, out, modules = _run(["check"], blocker / "cache")
-        assert (code, out) == (0, "checked 6 files: no problems\n") and "spyre_rules.lang.checker" in modules
+        assert (code, out) == (0, "checked 7 files: no problems\n") and "spyre_rules.lang.checker" in modules
 
 
 def test_a_corrupt_entry_is_checked_again(tmp_path):
@@ -104,8 +104,8 @@ def test_a_corrupt_entry_is_checked_again(tmp_path):
     (entry,) = (tmp_path / "check-results").iterdir()
     entry.write_bytes(b"not a code\n")
     code, out, modules = _run(["check"], tmp_path)
-    assert (code, out) == (0, "checked 6 files: no problems\n") and "spyre_rules.lang.checker" in modules
-    assert entry.read_bytes() == b"0\nchecked 6 files: no problems\n"
+    assert (code, out) == (0, "checked 7 files: no problems\n") and "spyre_rules.lang.checker" in modules
+    assert entry.read_bytes() == b"0\nchecked 7 files: no problems\n"
 
 
 def test_the_key_covers_inputs_options_and_the_checker(tmp_path, monkeypatch):

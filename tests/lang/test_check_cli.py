@@ -33,15 +33,15 @@ def test_bundled_rules_are_clean_under_strict(in_root):
     assert [d.code for d in result.diagnostics] == []
     assert result.count(strict=True) == (0, 0)
     assert sorted(Path(n).name for n in result.names) == [
-        "collectives.rules", "grouping.rules", "limits.rules", "planner.rules", "prelude.rules",
-        "restickify.rules"]
+        "collectives.rules", "grouping.rules", "layout_choice.rules", "limits.rules", "planner.rules",
+        "prelude.rules", "restickify.rules"]
 
 
 def test_bundled_rules_cli_strict_subprocess():
     proc = subprocess.run([sys.executable, "-m", "spyre_rules", "check", "--strict"],
                           capture_output=True, text=True, cwd=ROOT, env=CHECKING)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip() == "checked 6 files: no problems"
+    assert proc.stdout.strip() == "checked 7 files: no problems"
 
 
 def test_json_format(in_root, capsys, no_gc_freeze):

@@ -12,8 +12,8 @@ semantics").
 
 from __future__ import annotations
 
-from spyre_rules.lang.sections import (candidates, collectives, eligibility, grouping, legality,
-                                      restickify, search, validation)
+from spyre_rules.lang.sections import (candidates, collectives, eligibility, grouping, layout_choice,
+                                      legality, restickify, search, validation)
 from spyre_rules.lang.sections.spec import (
     EMIT_TYPE, ITEM_WORD, REQUIRED_FIELDS, REQUIRED_TYPES, SectionSpec, SectionState,
 )
@@ -23,5 +23,6 @@ __all__ = ["EMIT_TYPE", "ITEM_WORD", "REQUIRED_FIELDS", "REQUIRED_TYPES", "SECTI
 
 #: section kind -> its record, in the order the checker checks and the engine compiles them
 SPECS: dict[str, SectionSpec] = {m.SPEC.kind: m.SPEC for m in (
-    eligibility, candidates, legality, search, validation, grouping, collectives, restickify)}
+    eligibility, candidates, legality, search, validation, grouping, collectives, restickify,
+    layout_choice)}
 SECTION_KINDS = tuple(SPECS)
