@@ -17,9 +17,13 @@ outside the stick (``[R, C/eps, eps]``: row-major, as the generic layout of
 whole rows.  Host size and strides are kept, and the device dims map one-to-one to
 host dims, so a per-tile resize (§2.2) rebuilds it.
 
-Only for a dense row-major buffer stuck on its last dim whose extent is whole sticks
-(otherwise the walk crosses padding and no layout makes it affine) and more than one
-(one stick: the generic layout is row-major already), with host dim 0
+A last dim padded to whole sticks (olmo_hybrid's heads of 48, ``[T * 4, 48]`` read as
+``[T, 192]``) gains too: a tile of ``k`` holding whole heads moves by one padded row a
+head (a translation), and its rows sit in one block instead of one per stick column
+(two columns 64 KiB apart at 128 tokens: no tile of whole heads fitted 64 KiB).
+
+Only for a dense row-major buffer stuck on its last dim of more than one stick (one
+stick: the generic layout is row-major already), with host dim 0
 above 1 (it is the dim the generic layout moves), and only when some access term
 crosses the stick's boundary (``step < C < limit``) and reaches dim 0 (``limit >
 stride[0]``).  No torch IR and no policy.
@@ -54,11 +58,11 @@ def reads_across_the_stick_into_dim_0(
 ) -> bool:
     """Whether one of ``accesses`` (``(index, ranges)``, index relative to the storage)
     walks a variable from the last (stick) host dim on into host dim 0, in a dense
-    row-major buffer whose last dim is whole sticks.  An access whose terms cannot be
+    row-major buffer whose last dim is more than one stick.  An access whose terms cannot be
     derived is not counted."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
     if len(size) < 2 or size[0] <= 1 or size[-1] <= 1 or stride[-1] != 1 \
-            or size[-1] % eps or size[-1] <= eps or not _dense_row_major(size, stride):
+            or size[-1] <= eps or not _dense_row_major(size, stride):
         return False
     stick, outermost = size[-1], stride[0]
     for index, ranges in accesses:

@@ -61,3 +61,27 @@ def test_untiled_the_buffer_keeps_the_generic_layout(tmp_path):
     assert torch.equal(compiled.output, _gated_projection(x, w, weight))
     records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
     assert records[0]["layout"]["device_size"] == [2, 512, 32]
+
+
+def _padded_projection(x, w, weight):
+    # olmo_hybrid's gate: heads of 48 (a stick and a half), [T * 4, 48] read as [T, 192]
+    return (x * w).reshape(128, 4 * 48) @ weight.t()
+
+
+def test_a_padded_stick_dim_tiles_by_whole_heads(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x, w, weight = (torch.randn(128 * 4, 48, generator=g), torch.randn(48, generator=g),
+                    torch.randn(64, 4 * 48, generator=g))
+    # generically [2, 512, 32]: a tile of whole heads spans both stick columns, 64 KiB
+    # apart (refused before: "a reduction-controlled input span of buf1 still exceeds")
+    with config.patch(max_span_bytes=32 * 1024, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
+        compiled = run_spyre(_padded_projection, x, w, weight)
+    assert torch.equal(compiled.output, _padded_projection(x, w, weight))
+    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    plans = {r["op"]: (r["kind"], r["levels"], r["layout"]["device_size"]) for r in records}
+    assert plans == {
+        "buf0": ("pointwise", [[0, 4], [1, 2]], [512, 2, 32]),
+        "buf2": ("ReStickifyOpHBM", [[0, 2], [1, 2]], [2, 192, 32]),
+        "buf1": ("reduction:batchmatmul", [[0, 4], [1, 2]], [2, 128, 32]),
+    }, plans

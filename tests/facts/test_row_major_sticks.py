@@ -31,9 +31,15 @@ def test_reads_within_the_stick_row_or_not_reaching_dim_0_do_not_count():
     assert reads_across_the_stick_into_dim_0([4, 32, 128], [4096, 128, 1], 32, [flat])
 
 
-def test_a_stick_dim_of_partial_or_single_sticks_or_a_unit_dim_0_is_left_alone():
-    flat = (d2, {d2: 4096 * 48})
-    assert not reads_across_the_stick_into_dim_0([4096, 48], [48, 1], 32, [flat])  # padding
+def test_a_padded_stick_dim_counts():
+    # olmo_hybrid's gate [T * 4, 48] read as [T, 192]: whole heads move by a padded row
+    read = (192 * d0 + d2, {d0: 128, d2: 192})
+    assert reads_across_the_stick_into_dim_0([512, 48], [48, 1], 32, [read])
+    layout = row_major_stick_layout([512, 48], [48, 1], torch.float32)
+    assert (list(layout.device_size), list(layout.stride_map)) == ([512, 2, 32], [48, 32, 1])
+
+
+def test_a_single_stick_or_a_unit_dim_0_is_left_alone():
     flat = (d2, {d2: 4096 * 32})
     assert not reads_across_the_stick_into_dim_0([4096, 32], [32, 1], 32, [flat])  # one stick
     flat = (d2, {d2: 4096 * 128})
