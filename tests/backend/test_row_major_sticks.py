@@ -7,7 +7,7 @@ variable ``k = D h + e`` jumps between stick columns: before, no split was legal
 64 KiB (``Cannot auto-tile buf163 ... not rigid translations``), the sweep's qwen3_next
 and qwen3_5_text rows.  Laid out ``[T * H, D/32, 32]`` the walk moves along consecutive
 sticks and the product tiles over tokens, output sticks and ``k``.  Here at a quarter of
-the sizes, 16 KiB.
+the sizes, 16 KiB; olmo_hybrid's padded heads of 48 at 32 KiB.
 """
 
 from __future__ import annotations
