@@ -24,6 +24,7 @@ from spyre_rules import config
 from spyre_rules.backend.merged_layouts import accesses_by_buffer
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.row_major_sticks import (
+    may_read_across_the_stick_into_dim_0,
     reads_across_the_stick_into_dim_0,
     row_major_stick_layout,
 )
@@ -53,18 +54,22 @@ def lay_out_rows_outermost(graph: Any, state: RulesGraphState) -> None:
         layout = getattr(op, "layout", None)
         name = op.get_name() if isinstance(op, ir.ComputedBuffer) else None
         if name is None or name in state.in_place or name in state.regions \
-                or not isinstance(layout, FixedTiledLayout) or state.layouts.get(name) is not layout \
-                or not layout.dtype.is_floating_point or int(layout.offset) != 0 \
-                or not _generic(layout):
+                or not isinstance(layout, FixedTiledLayout) \
+                or state.layouts.get(name) is not layout \
+                or not layout.dtype.is_floating_point or int(layout.offset) != 0:
             continue
         size, stride = [int(s) for s in layout.size], [int(s) for s in layout.stride]
+        eps = layout.device_layout.elems_per_stick
+        # the shape first: listing every op's accesses traces each body once
+        if not may_read_across_the_stick_into_dim_0(size, stride, eps) or not _generic(layout):
+            continue
         if by_buffer is None:
             by_buffer = accesses_by_buffer(graph, state.regions)
             if by_buffer is None:
                 return
         accesses = by_buffer.get(name)
         if not accesses or not reads_across_the_stick_into_dim_0(
-                size, stride, layout.device_layout.elems_per_stick, accesses):
+                size, stride, eps, accesses):
             continue
         rows = FixedTiledLayout(layout.device, layout.dtype, list(layout.size),
                                 list(layout.stride),

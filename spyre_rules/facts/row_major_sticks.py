@@ -38,7 +38,8 @@ from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import index_term_extents
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, dtype_info
 
-__all__ = ["reads_across_the_stick_into_dim_0", "row_major_stick_layout"]
+__all__ = ["may_read_across_the_stick_into_dim_0", "reads_across_the_stick_into_dim_0",
+           "row_major_stick_layout"]
 
 
 def _dense_row_major(size: Sequence[int], stride: Sequence[int]) -> bool:
@@ -48,6 +49,15 @@ def _dense_row_major(size: Sequence[int], stride: Sequence[int]) -> bool:
             return False
         expected *= s
     return True
+
+
+def may_read_across_the_stick_into_dim_0(size: Sequence[int], stride: Sequence[int],
+                                         eps: int) -> bool:
+    """Whether the buffer's shape admits the case at all (no access asked): dense
+    row-major, dim 0 above 1, stuck on its last dim of more than one stick."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    return len(size) >= 2 and size[0] > 1 and size[-1] > eps and stride[-1] == 1 \
+        and _dense_row_major(size, stride)
 
 
 def reads_across_the_stick_into_dim_0(
@@ -61,8 +71,7 @@ def reads_across_the_stick_into_dim_0(
     row-major buffer whose last dim is more than one stick.  An access whose terms cannot be
     derived is not counted."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    if len(size) < 2 or size[0] <= 1 or size[-1] <= 1 or stride[-1] != 1 \
-            or size[-1] <= eps or not _dense_row_major(size, stride):
+    if not may_read_across_the_stick_into_dim_0(size, stride, eps):
         return False
     stick, outermost = size[-1], stride[0]
     for index, ranges in accesses:
