@@ -109,11 +109,24 @@ def _tabled(fn: Any, extents: list[list[Any]], tables: dict[int, str], width: in
 
     def inner_fn(*args: Any) -> Any:
         by_symbol: dict[Any, str] = {}
+        squeezed: list[tuple[Any, str]] = []
         for index, ranges in zip(args, extents):
             for var, extent in zip(index, ranges):
-                if isinstance(var, sympy.Symbol) and int(extent) in tables:
-                    by_symbol[var] = tables[int(extent)]
-        with V.set_ops_handler(_TableReads(V.get_ops_handler(), by_symbol, width)):
+                if int(extent) in tables:
+                    if isinstance(var, sympy.Symbol):
+                        by_symbol[var] = tables[int(extent)]
+                    else:
+                        squeezed.append((var, tables[int(extent)]))
+        handler = _TableReads(V.get_ops_handler(), by_symbol, width)
+        # A dim a tiling cut to one value per tile reaches Inductor's dependency analysis
+        # as a constant (its size-1 range squeezed), so no index value names its table,
+        # while codegen, tracing every dim as a loop symbol, reads it: the Scheduler then
+        # dropped the table as unread (qwen3_next's chunk select_scatter, one chunk a
+        # tile: AssertionError in codegen).  The row is read (its value unused) so the
+        # dependency stays; a traced symbol never takes this path.
+        for var, name in squeezed:
+            handler._read(name, var)
+        with V.set_ops_handler(handler):
             return fn(*args)
 
     return inner_fn

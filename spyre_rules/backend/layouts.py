@@ -21,6 +21,7 @@ from spyre_rules.backend.in_place import in_place_target
 from spyre_rules.backend.input_layouts import relayout_gathered_inputs
 from spyre_rules.backend.merged_layouts import lay_out_merged_views
 from spyre_rules.backend.outer_order import reordered_output
+from spyre_rules.backend.row_major_layouts import lay_out_rows_outermost
 from spyre_rules.backend.stick_choice import (
     broadcast_read_restickify,
     restuck_for_broadcast_read,
@@ -141,6 +142,8 @@ def assign_layouts(graph: Any, state: RulesGraphState) -> None:
         state.layouts[op.get_name()] = layout
     # merged_layouts.py: a concatenation read through a flattening view
     lay_out_merged_views(graph, state)
+    # row_major_layouts.py: a buffer read across its stick into its outermost dim
+    lay_out_rows_outermost(graph, state)
     state.host_outputs = _host_visible_outputs(graph)
 
 

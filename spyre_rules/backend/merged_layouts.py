@@ -30,14 +30,14 @@ from spyre_rules.facts.tiled_layout import FixedTiledLayout
 from spyre_rules.ir.graph_state import RulesGraphState
 from spyre_rules.ir.ir_edit import drop_caches
 
-__all__ = ["lay_out_merged_views"]
+__all__ = ["accesses_by_buffer", "lay_out_merged_views"]
 
 
 #: a buffer whose accesses cannot be listed (a dependency that is no MemoryDep)
 _UNLISTED = None
 
 
-def _accesses_by_buffer(graph: Any, regions: dict[str, str]) -> dict[str, Any] | None:
+def accesses_by_buffer(graph: Any, regions: dict[str, str]) -> dict[str, Any] | None:
     """``(index, ranges)`` of every region write into and every read of each buffer, in op
     order (``_UNLISTED`` for a buffer one of whose accesses is no MemoryDep); None when an
     op cannot be described at all (then no buffer's accesses are known).
@@ -83,7 +83,7 @@ def lay_out_merged_views(graph: Any, state: RulesGraphState) -> None:
                 or int(layout.offset) != 0:
             continue
         if by_buffer is None:
-            by_buffer = _accesses_by_buffer(graph, state.regions)
+            by_buffer = accesses_by_buffer(graph, state.regions)
             if by_buffer is None:
                 return
         accesses = by_buffer.get(op.get_name())

@@ -12,6 +12,8 @@ values from a table of positions instead, which moves with the loop like any rea
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from spyre_helpers import run_spyre
@@ -64,3 +66,30 @@ def test_tiled_scan_equals_eager():
         compiled = run_spyre(segment_cumsum, *xs)
     assert any(isinstance(s, LoopSpec) for k in compiled.kernels for s in k.specs)
     assert torch.equal(compiled.output, segment_cumsum(*xs))
+
+
+# qwen3_next writes each chunk's output into its slice of the chunked result
+# (``core_attn_out[:, :, i] = ...``: a select_scatter whose ``index == i`` reads the table
+# of chunk positions).  A tiling of one chunk a tile squeezes that dim out of Inductor's
+# dependency analysis, so no index value named the table while codegen, tracing every dim
+# as a loop symbol, read it: the Scheduler dropped the table as unread and codegen failed
+# (``AssertionError: buf9``).  The table is now read in both.
+
+def _chunk_writes(x, y):
+    out = torch.zeros_like(x)
+    for i in range(2):
+        out[:, :, i] = x[:, :, i] * 2 + y
+    return out
+
+
+def test_a_table_of_a_dim_tiled_one_value_a_tile_stays_read(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(1, 8, 2, 64, 64, generator=g), torch.randn(1, 8, 64, 64, generator=g)
+    with config.patch(max_span_bytes=16 * 1024, ignore_span_overflow_hints=False,
+                      span_check="error", fallback="error", dump_dir=str(tmp_path)):
+        compiled = run_spyre(_chunk_writes, x, y)
+    assert torch.equal(compiled.output, _chunk_writes(x, y))
+    records = json.loads((tmp_path / "graph_0" / "plan.json").read_text())["ops"]
+    plans = {r["op"]: (r["kind"], r["levels"]) for r in records}
+    assert plans["buf9"] == (INDEX_TABLE_KIND, [])
+    assert plans["buf8"] == ("pointwise", [[1, 8], [2, 2]])   # one chunk a tile
