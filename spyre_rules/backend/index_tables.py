@@ -109,12 +109,28 @@ def _tabled(fn: Any, extents: list[list[Any]], tables: dict[int, str], width: in
 
     def inner_fn(*args: Any) -> Any:
         by_symbol: dict[Any, str] = {}
+        squeezed: list[tuple[str, Any]] = []
         for index, ranges in zip(args, extents):
             for var, extent in zip(index, ranges):
-                if isinstance(var, sympy.Symbol) and int(extent) in tables:
+                if int(extent) not in tables:
+                    continue
+                if isinstance(var, sympy.Symbol):
                     by_symbol[var] = tables[int(extent)]
-        with V.set_ops_handler(_TableReads(V.get_ops_handler(), by_symbol, width)):
-            return fn(*args)
+                elif isinstance(var, (int, sympy.Integer)):
+                    squeezed.append((tables[int(extent)], sympy.Integer(var)))
+        handler = _TableReads(V.get_ops_handler(), by_symbol, width)
+        with V.set_ops_handler(handler):
+            value = fn(*args)
+            # A tile of one value of a tabled dim: Inductor's read/write extraction (the
+            # scheduler's dependencies, hence when the wrapper frees a buffer) passes the
+            # constant 0 for a dim of range 1, while the program reads the table there
+            # through its loop (the table row is the tile's offset).  The table is read
+            # here too, its value unused, so every reader of a shared table is a user of
+            # it: else the wrapper freed it after another reader and the next one's call
+            # raised (the 1-layer GraniteMoeHybrid's two segment sums at 64 KiB).
+            for name, row in squeezed:
+                handler._read(name, row)
+        return value
 
     return inner_fn
 
