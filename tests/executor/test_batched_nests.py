@@ -83,3 +83,26 @@ def test_passes_fix_the_outer_levels_and_batch_the_inner_ones():
     assert len(passes) == 6 and passes[0].at(3) == (0, 0, 0) and passes[1].at(3) == (0, 2, 0)
     assert batched_loops._passes((3, 4), batched_loops.GROUP_BYTES + 1) is None
     assert batched_loops._passes((3, 4), 0) == (0, 3)
+
+
+def test_a_nest_whose_iterations_depend_on_each_other_runs_its_iterations(monkeypatch):
+    # the mul reads the add's per-tile buffer before the add writes it: as the previous
+    # iteration of the inner level left it (or the outer level's previous one)
+    inputs = [_specials((ROWS, COLS), torch.float32, seed) for seed in range(3)]
+    torch._dynamo.reset()
+    before = fuzz_paths.newest_kernel_serial()
+    program = torch.compile(_fn, backend="spyre_rules", dynamic=False)
+    with config.patch(fallback="error"), explicit_groups(([0, 1], LEVELS)), torch.no_grad():
+        program(*inputs)
+    (kernel,) = fuzz_paths.kernels_since(before)
+    levels, body = batched_loops.nest(kernel.specs[0])
+    assert [int(level.count) for level in levels] == [4, 4]
+    body.reverse()
+    monkeypatch.setattr(batched_loops, "ENABLED", False)
+    iterations = fuzz_paths.run_on_path(program, inputs, [kernel], False, (DeviceMemoryError,))
+    monkeypatch.setattr(batched_loops, "ENABLED", True)
+    count = batched_loops.counts["batched"]
+    batched = fuzz_paths.run_on_path(program, inputs, [kernel], False, (DeviceMemoryError,))
+    assert batched_loops.counts["batched"] == count
+    assert fuzz_paths.difference(iterations, batched) is None
+    torch._dynamo.reset()
