@@ -123,7 +123,9 @@ def _tabled(fn: Any, extents: list[list[Any]], tables: dict[int, str], width: in
         # while codegen, tracing every dim as a loop symbol, reads it: the Scheduler then
         # dropped the table as unread (qwen3_next's chunk select_scatter, one chunk a
         # tile: AssertionError in codegen).  The row is read (its value unused) so the
-        # dependency stays; a traced symbol never takes this path.
+        # dependency stays; a traced symbol never takes this path.  It also keeps every
+        # reader of a shared table a user of it, else the wrapper frees the table after
+        # one reader (the 1-layer GraniteMoeHybrid's two segment sums at 64 KiB).
         for var, name in squeezed:
             handler._read(name, var)
         with V.set_ops_handler(handler):

@@ -38,6 +38,7 @@ computes, and rounds at the store as the general path does (docs/architecture.md
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -73,34 +74,46 @@ _VALUES = {"constant", *scratch.EXACT}
 
 @dataclasses.dataclass
 class _Tile:
-    """One access of one body op: its view of the first tile and the loop's stride."""
+    """One access of one body op: its view of the first tile and each loop level's stride."""
 
     arg: int
     dtype: torch.dtype
     view: Any  # native_half._View: sizes, strides, start, low, high
-    step: int  # elements per iteration
+    steps: tuple[int, ...]  # elements per iteration of each level, outermost first
     write: bool
     #: the view's sizes and strides in the block's rank (a load of one point has none)
     sizes: tuple[int, ...] = ()
     strides: tuple[int, ...] = ()
     scratch_of: tuple[int, int] | None = None  # (op index, -1): the per-tile store it reads
-    #: the loop's first iteration (``LoopSpec.first``): batched iteration ``k`` is ``origin + k``
-    origin: int = 0
+    #: each level's first iteration (``LoopSpec.first``): batched iteration ``k`` is ``origin + k``
+    origins: tuple[int, ...] = (0,)
 
-    def byte_range(self, count: int) -> tuple[int, int]:
+    @property
+    def moves(self) -> bool:
+        return any(self.steps)
+
+    def shifts(self, counts: tuple[int, ...]) -> tuple[int, int]:
+        """The smallest and largest element shift over all iterations."""
+        lo = hi = 0
+        for step, origin, count in zip(self.steps, self.origins, counts):
+            first, last = step * origin, step * (origin + count - 1)
+            lo, hi = lo + min(first, last), hi + max(first, last)
+        return lo, hi
+
+    def byte_range(self, counts: tuple[int, ...]) -> tuple[int, int]:
         """The bytes it touches over all iterations."""
         width = self.view.access.width
         base = self.view.access.base // width
-        first, last = self.step * self.origin, self.step * (self.origin + count - 1)
-        lo = base + self.view.low + min(first, last)
-        hi = base + self.view.high + max(first, last)
+        low, high = self.shifts(counts)
+        lo = base + self.view.low + low
+        hi = base + self.view.high + high
         return lo * width, (hi + 1) * width
 
     def same_view(self, other: _Tile) -> bool:
         a, b = self.view, other.view
         return (a.access.memory is b.access.memory and a.access.width == b.access.width
-                and (a.sizes, a.strides, a.start, self.step, self.origin)
-                == (b.sizes, b.strides, b.start, other.step, other.origin)
+                and (a.sizes, a.strides, a.start, self.steps, self.origins)
+                == (b.sizes, b.strides, b.start, other.steps, other.origins)
                 and self.dtype == other.dtype)
 
 
@@ -111,30 +124,42 @@ class _Op:
     tiles: dict[int, _Tile]  # by program entry index (loads) and -1 (the store)
 
 
+def nest(loop: LoopSpec) -> tuple[list[LoopSpec], list[Any]]:
+    """A perfect loop nest's levels, outermost first (each level's body is the next level
+    alone), and the innermost body."""
+    levels = [loop]
+    while len(levels[-1].body) == 1 and isinstance(levels[-1].body[0], LoopSpec):
+        levels.append(levels[-1].body[0])
+    return levels, levels[-1].body
+
+
 def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemory | None,
                 checked: dict, deferred: Deferred,
-                level_strides: Callable[[OpSpec], list[list[int]]]) -> bool:
-    """Run a depth-1 counted loop as one batched pass; False (nothing run) when it is
-    not one whose batched pass provably writes the iterations' bytes."""
-    if views.FORCE_GENERAL or not ENABLED or not loop.body or \
-            not all(isinstance(s, OpSpec) for s in loop.body):
+                level_strides: Callable[[OpSpec, int], list[list[int]]]) -> bool:
+    """Run a counted loop, or a perfect nest of them, as batched passes; False (nothing
+    run) when it is not one whose batched passes provably write the iterations' bytes."""
+    levels, body = nest(loop)
+    if views.FORCE_GENERAL or not ENABLED or not body or \
+            not all(isinstance(s, OpSpec) for s in body):
         return False
-    count = int(loop.count)
-    if count < 2:
+    loop_counts = tuple(int(level.count) for level in levels)
+    if math.prod(loop_counts) < 2:
         return False
+    origins = tuple(int(level.first) for level in levels)
     programs = []
     try:
-        for spec in loop.body:
+        for spec in body:
             programs.append(bound_program(spec, memory, where, [0] * len(spec.args), lx, checked))
-        ops = _plan(loop.body, programs, count, int(loop.first), level_strides)
+        ops = _plan(body, programs, loop_counts, origins,
+                    lambda spec: level_strides(spec, len(levels)))
         if ops is None:
             return False
-        group = min(count, _group(ops) if GROUP_BYTES else count)
-        if group < 2:
+        passes = _passes(loop_counts, _largest(ops) if GROUP_BYTES else 0)
+        if passes is None:
             return False  # a tile this large: per-iteration Python is small beside the ops
         if deferred.chains:
             deferred.flush()  # earlier stores are checked before the pass reads them
-        _run(ops, count, group)
+        _run(ops, loop_counts, passes)
         counts["batched"] += 1
         return True
     finally:
@@ -142,20 +167,21 @@ def run_batched(loop: LoopSpec, memory: DeviceMemory, where: str, lx: DeviceMemo
             program.release()
 
 
-def _plan(specs: list[OpSpec], programs: list[Any], count: int, origin: int,
+def _plan(specs: list[OpSpec], programs: list[Any], loop_counts: tuple[int, ...],
+          origins: tuple[int, ...],
           level_strides: Callable[[OpSpec], list[list[int]]]) -> list[_Op] | None:
     ops = []
     for spec, program in zip(specs, programs):
-        op = _op(spec, program, count, origin, level_strides(spec))
+        op = _op(spec, program, loop_counts, origins, level_strides(spec))
         if op is None:
             return None
         ops.append(op)
     writes = [(j, op.tiles[-1]) for j, op in enumerate(ops)]
     for j, store in writes:
-        lo, hi = store.byte_range(count)
+        lo, hi = store.byte_range(loop_counts)
         sizes, strides = store.view.sizes, store.view.strides
-        if store.step:  # else a per-tile buffer: every iteration writes the same tile
-            sizes, strides = (count, *sizes), (store.step, *strides)
+        if store.moves:  # else a per-tile buffer: every iteration writes the same tile
+            sizes, strides = (*loop_counts, *sizes), (*store.steps, *strides)
         if not _injective(sizes, strides):
             return None  # two iterations (or two points of one) may write one element
         for k, op in enumerate(ops):
@@ -164,12 +190,12 @@ def _plan(specs: list[OpSpec], programs: list[Any], count: int, origin: int,
                     continue
                 if tile.view.access.memory is not store.view.access.memory:
                     continue
-                t_lo, t_hi = tile.byte_range(count)
+                t_lo, t_hi = tile.byte_range(loop_counts)
                 if t_hi <= lo or hi <= t_lo:
                     continue
                 if tile.write or k <= j or not tile.same_view(store):
                     return None
-                if not store.step:
+                if not store.moves:
                     tile.scratch_of = (j, -1)
     return ops
 
@@ -185,7 +211,7 @@ def _injective(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
-def _op(spec: OpSpec, program: Any, count: int, origin: int,
+def _op(spec: OpSpec, program: Any, loop_counts: tuple[int, ...], origins: tuple[int, ...],
         strides: list[list[int]]) -> _Op | None:
     if program.reduction is not None or program.native is None and not _float_route(program):
         return None
@@ -210,22 +236,22 @@ def _op(spec: OpSpec, program: Any, count: int, origin: int,
         view = native_half._view(access, space, shape if write else None)
         if view is None:
             return None
-        step_bytes = strides[arg][0] if strides[arg] else 0
-        if step_bytes % access.width:
+        steps_bytes = strides[arg] if strides[arg] else [0] * len(loop_counts)
+        if len(steps_bytes) != len(loop_counts) or any(b % access.width for b in steps_bytes):
             return None
-        step = step_bytes // access.width
-        for i in (origin, origin + count - 1):
-            shift = i * step
-            if not view.inside or shift + view.low < access.low_limit or \
-                    shift + view.high >= access.limit:
-                return None
+        steps = tuple(b // access.width for b in steps_bytes)
+        low, high = _Tile(arg, None, view, steps, write, origins=origins).shifts(loop_counts)
+        if not view.inside or low + view.low < access.low_limit or \
+                high + view.high >= access.limit:
+            return None
         storage = dtypes.storage_dtype(access.arg.device_dtype, dtypes.host_dtype(dtype))
         sizes, view_strides = view.sizes, view.strides
         if not sizes:  # one point, broadcast over the block
             sizes, view_strides = (1,) * len(shape), (0,) * len(shape)
         if len(sizes) != len(shape):
             return None
-        tiles[key] = _Tile(arg, storage, view, step, write, sizes, view_strides, origin=origin)
+        tiles[key] = _Tile(arg, storage, view, steps, write, sizes, view_strides,
+                           origins=origins)
     return _Op(program, shape, tiles)
 
 
@@ -241,42 +267,79 @@ def _float_route(program: Any) -> bool:
     return program.store["value"] == len(program.program) - 1
 
 
-def _group(ops: list[_Op]) -> int:
-    """Iterations per batched pass: as many as keep each operand's tiles within
-    ``GROUP_BYTES`` (a pass's result stays in cache for the next op)."""
-    largest = max(math.prod(t.view.sizes) * t.view.access.width
-                  for op in ops for t in op.tiles.values())
-    return max(1, GROUP_BYTES // max(largest, 1))
+def _largest(ops: list[_Op]) -> int:
+    """The bytes of the largest operand tile."""
+    return max(math.prod(t.view.sizes) * t.view.access.width
+               for op in ops for t in op.tiles.values())
 
 
-def _batched(tile: _Tile, first: int, n: int, scratches: dict) -> torch.Tensor:
-    """Batched iterations ``first .. first + n - 1`` (loop iterations ``origin +
-    first ..``) of the tile's view, along a leading loop axis (a per-tile buffer's:
-    its scratch)."""
+@dataclasses.dataclass(frozen=True)
+class _Pass:
+    """One batched pass over a loop nest: the iterations of the levels before ``level``
+    fixed (``prefix``), ``n`` iterations of ``level`` from ``first``, every iteration of
+    the levels after it; its views lead with one axis per batched level."""
+
+    level: int
+    prefix: tuple[int, ...]
+    first: int
+    lead: tuple[int, ...]  # (n, counts of the levels after ``level``)
+
+    def at(self, depth: int) -> tuple[int, ...]:
+        """Each level's iteration of the pass's first tile, counted from the level's origin."""
+        return (*self.prefix, self.first, *(0,) * (depth - self.level - 1))
+
+
+def _passes(loop_counts: tuple[int, ...], largest: int) -> tuple[int, int] | None:
+    """(level, group): passes batch ``group`` iterations of ``level`` and all of the
+    levels inside it, as many as keep each operand's tiles within ``GROUP_BYTES`` (a
+    pass's result stays in cache for the next op; ``largest`` 0: one pass); None when
+    a pass would hold one iteration."""
+    for level in range(len(loop_counts)):
+        inner = math.prod(loop_counts[level + 1:])
+        if not largest or largest * inner <= GROUP_BYTES:
+            group = loop_counts[level] if not largest else \
+                min(loop_counts[level], GROUP_BYTES // (largest * inner))
+            return (level, group) if group * inner >= 2 else None
+    return None
+
+
+def _each_pass(loop_counts: tuple[int, ...], level: int, group: int) -> Any:
+    for prefix in itertools.product(*(range(c) for c in loop_counts[:level])):
+        for first in range(0, loop_counts[level], group):
+            n = min(group, loop_counts[level] - first)
+            yield _Pass(level, prefix, first, (n, *loop_counts[level + 1:]))
+
+
+def _batched(tile: _Tile, at: _Pass, scratches: dict) -> torch.Tensor:
+    """The pass's iterations of the tile's view, along its leading loop axes (a per-tile
+    buffer's: its scratch)."""
     key = tile.scratch_of
     if key is not None:
         # the reader's view is the store's (``same_view``); a one-point store of a
         # rank-0 op is read as a point broadcast over the reader's block rank. The
         # scratch itself is returned otherwise: NaN-check chains know it by identity.
         buffer = scratches[key]
-        return buffer if buffer.dim() == len(tile.sizes) + 1 else buffer.view(n, *tile.sizes)
+        return buffer if buffer.dim() == len(tile.sizes) + len(at.lead) \
+            else buffer.view(*at.lead, *tile.sizes)
     view = tile.view
-    return view.access.memory.strided(tile.dtype, (n, *tile.sizes), (tile.step, *tile.strides),
-                                      view.start + (tile.origin + first) * tile.step)
+    start = view.start + sum((origin + i) * step for origin, i, step
+                             in zip(tile.origins, at.at(len(tile.steps)), tile.steps))
+    return view.access.memory.strided(tile.dtype, (*at.lead, *tile.sizes),
+                                      (*tile.steps[at.level:], *tile.strides), start)
 
 
-def _scratch(j: int, op: _Op, store: _Tile, n: int) -> torch.Tensor:
-    """The per-tile buffer's ``n`` tiles: dense, in the memory order of a moving load
-    of the same shape if the op has one (torch then runs one contiguous loop over
+def _scratch(j: int, op: _Op, store: _Tile, at: _Pass) -> torch.Tensor:
+    """The per-tile buffer's tiles of the pass: dense, in the memory order of a moving
+    load of the same shape if the op has one (torch then runs one contiguous loop over
     operands and result), else contiguous."""
-    shape = (n, *store.view.sizes)
-    like = next((t for t in op.tiles.values() if not t.write and t.step and t.view.sizes == store.view.sizes),
-                None)
+    shape = (*at.lead, *store.view.sizes)
+    like = next((t for t in op.tiles.values()
+                 if not t.write and t.moves and t.view.sizes == store.view.sizes), None)
     strides = [0] * len(shape)
     if like is None:
         order = list(range(len(shape) - 1, -1, -1))
     else:
-        batched = (like.step, *like.view.strides)
+        batched = (*like.steps[at.level:], *like.view.strides)
         order = sorted(range(len(shape)), key=lambda d: (abs(batched[d]), -d))
     step = 1
     for d in order:
@@ -286,26 +349,25 @@ def _scratch(j: int, op: _Op, store: _Tile, n: int) -> torch.Tensor:
     return flat.as_strided(shape, strides)
 
 
-def _run(ops: list[_Op], count: int, group: int) -> None:
-    kept: dict[int, _Tile] = {j: op.tiles[-1] for j, op in enumerate(ops) if not op.tiles[-1].step}
+def _run(ops: list[_Op], loop_counts: tuple[int, ...], passes: tuple[int, int]) -> None:
+    kept: dict[int, _Tile] = {j: op.tiles[-1] for j, op in enumerate(ops) if not op.tiles[-1].moves}
     scratches: dict[tuple[int, int], torch.Tensor] = {}
-    for first in range(0, count, group):
-        n = min(group, count - first)
+    for at in _each_pass(loop_counts, *passes):
         #: native stores not checked for NaN yet, oldest first: each later one read the
         #: one before it whole, point for point, so a NaN there is a NaN of the newest
         chain: list[torch.Tensor] = []
         for j, op in enumerate(ops):
             store = op.tiles[-1]
             if j in kept:
-                target = scratches[(j, -1)] = _scratch(j, op, store, n)
+                target = scratches[(j, -1)] = _scratch(j, op, store, at)
             else:
-                target = _batched(store, first, n, scratches)
+                target = _batched(store, at, scratches)
             native = op.program.native
             if native is None:
                 _check(chain)
-                target.copy_(_float_value(op, first, n, scratches, store))
+                target.copy_(_float_value(op, at, scratches, store))
                 continue
-            ins = [_batched(op.tiles[_load_of(op.program, arg)], first, n, scratches)
+            ins = [_batched(op.tiles[_load_of(op.program, arg)], at, scratches)
                    for arg in native.operands]
             if chain and not any(x is chain[-1] and x.shape == target.shape for x in ins):
                 _check(chain)
@@ -313,10 +375,11 @@ def _run(ops: list[_Op], count: int, group: int) -> None:
             nan_checks.counts["native"] += 1
             chain.append(target)
         _check(chain)
+    last = (-1,) * (len(loop_counts) - passes[0])  # the last pass's last iteration
     for j, store in kept.items():  # the last iteration's tile stays in device memory
         view = store.view
         view.access.memory.strided(store.dtype, view.sizes, view.strides, view.start).copy_(
-            scratches[(j, -1)][-1])
+            scratches[(j, -1)][last])
 
 
 def _check(chain: list[torch.Tensor]) -> None:
@@ -339,14 +402,14 @@ def _load_of(program: Any, arg: int) -> int:
     return next(i for i, e in enumerate(program.program) if e["op"] == "load" and e["arg"] == arg)
 
 
-def _float_value(op: _Op, first: int, n: int, scratches: dict, store: _Tile) -> torch.Tensor:
+def _float_value(op: _Op, at: _Pass, scratches: dict, store: _Tile) -> torch.Tensor:
     """The general path's value and store conversion, over ``n`` tiles at once."""
     program = op.program
     values: list[Any] = []
     for index, entry in enumerate(program.program):
         kind = entry["op"]
         if kind == "load":
-            raw = _batched(op.tiles[index], first, n, scratches)
+            raw = _batched(op.tiles[index], at, scratches)
             values.append(dtypes.to_compute(dtypes.from_storage(raw, dtypes.host_dtype(entry["dtype"]))))
         elif kind == "constant":
             value = entry["value"]
@@ -360,6 +423,6 @@ def _float_value(op: _Op, first: int, n: int, scratches: dict, store: _Tile) -> 
                 value = apply_pointwise(kind, [x.contiguous() if isinstance(x, torch.Tensor) else x
                                                for x in ins])
             values.append(value)
-    value = torch.as_tensor(values[program.store["value"]]).expand(n, *op.shape)
+    value = torch.as_tensor(values[program.store["value"]]).expand(*at.lead, *op.shape)
     host = dtypes.host_dtype(program.store["dtype"])
     return dtypes.canonical_stored(dtypes.to_storage(value, host, store.dtype, f"op {program.name}: store"))

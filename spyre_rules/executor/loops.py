@@ -41,7 +41,7 @@ from spyre_rules.codegen.loops import (
     shifted_symbols,
 )
 from spyre_rules.errors import SpyreRulesError
-from spyre_rules.executor.batched_loops import run_batched
+from spyre_rules.executor.batched_loops import nest, run_batched
 from spyre_rules.executor.run_program import bound_program, run_op_spec
 from spyre_rules.executor.hbm import DeviceMemory, DeviceMemoryError
 from spyre_rules.executor.nan_checks import Deferred
@@ -112,12 +112,12 @@ def _run(items: list[Any], memory: DeviceMemory, where: str, lx: DeviceMemory | 
     for item in items:
         if isinstance(item, LoopSpec):
             if not iteration:
-                batched = run_batched(item, memory, where, lx, checked, deferred,
-                                      lambda spec: _level_strides(spec, 1))
+                batched = run_batched(item, memory, where, lx, checked, deferred, _level_strides)
                 # the attempt bound and released the body's programs; one an earlier loop
                 # of this run bound (the same OpSpec in two loops) is bound again
-                for spec in item.body:
-                    bound.pop((id(spec), 1), None)
+                levels, body = nest(item)
+                for spec in body:
+                    bound.pop((id(spec), len(levels)), None)
                 if batched:
                     continue
             first = int(item.first)

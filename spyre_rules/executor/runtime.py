@@ -34,6 +34,7 @@ compiled graph must not run concurrently.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import weakref
@@ -49,6 +50,7 @@ from spyre_rules.executor.stickify import stickify, structured, unstickify
 from spyre_rules.executor.write_through import mirror_writes
 from spyre_rules.facts.stick_layout import SpyreTensorLayout
 from spyre_rules.program.op_spec import LoopSpec, OpSpec, TensorPlacement, element_bytes, iter_op_specs
+from torch.utils._python_dispatch import _disable_current_modes
 
 __all__ = [
     "GraphDevice",
@@ -195,6 +197,10 @@ class ProgramKernel:
         read_host_tensor(memory, p, tensor, f"kernel {self.name}")
 
     def run(self, *args: Any) -> None:
+        with _device_side():
+            self._run(*args)
+
+    def _run(self, *args: Any) -> None:
         self.calls += 1
         memory = self.device.memory()
         for i, p in self.stickify.items():
@@ -217,6 +223,19 @@ class ProgramKernel:
             self.device.resident.record(p, args[i], persistent=True)
         for i, p in self.unstickify.items():
             self._read_output(memory, p, args[i])
+
+
+def _device_side() -> Any:
+    """What a kernel does is the device's work, not host tensor ops: no Python
+    dispatch mode sees it.  AOTAutograd runs the first call of every compiled graph
+    under one (``_AnalyzeCustomOpInputOutputMode``, torch/_functorch/_aot_autograd/
+    runtime_wrappers.py, its custom-op aliasing check), which costs every one of the
+    executor's many small tensor ops a Python dispatch: five times the executor's time
+    on a first call of a program of many tiles (a 131072-tile copy: 127 s, 24 s without)."""
+    if not torch._C._len_torch_dispatch_stack() and \
+            not torch._ops._len_torch_dispatch_stack_pre_dispatch():
+        return contextlib.nullcontext()
+    return _disable_current_modes()
 
 
 class _Transfer:

@@ -93,3 +93,29 @@ def test_a_table_of_a_dim_tiled_one_value_a_tile_stays_read(tmp_path):
     plans = {r["op"]: (r["kind"], r["levels"]) for r in records}
     assert plans["buf9"] == (INDEX_TABLE_KIND, [])
     assert plans["buf8"] == ("pointwise", [[1, 8], [2, 2]])   # one chunk a tile
+
+
+def test_a_tile_of_one_position_still_names_the_table_among_its_reads():
+    # A tile of one value of a tabled dim has range 1 there: Inductor's read/write
+    # extraction (the scheduler's dependencies) passes 0 for it, while the program reads
+    # the table through its loop.  The table must stay a read, or the wrapper frees a
+    # table two scans share after the first and the second's call raises (the 1-layer
+    # GraniteMoeHybrid at 64 KiB: UnboundLocalError on buf217).
+    import types
+
+    from torch._inductor import dependencies
+    from torch._inductor.sizevars import SizeVarAllocator
+    from torch._inductor.virtualized import V, ops
+
+    from spyre_rules.backend.index_tables import _tabled
+
+    def mask(index, rindex):
+        return ops.index_expr(index[1] - rindex[0], torch.int64)
+
+    tabled = _tabled(mask, [[4, 8], [8]], {8: "table8"}, 32)
+    with V.set_graph_handler(types.SimpleNamespace(sizevars=SizeVarAllocator())):
+        for ranges in ([4, 8], [8]), ([4, 1], [1]), ([4, 1], [8]):
+            rw = dependencies.extract_read_writes(tabled, *ranges)
+            assert {dep.name for dep in rw.reads} == {"table8"}, ranges
+        untabled = dependencies.extract_read_writes(mask, [4, 1], [1])
+    assert {dep.name for dep in untabled.reads} == set()
