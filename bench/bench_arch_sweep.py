@@ -78,7 +78,6 @@ ARCH_FIELDS = {
     "deepseek_v3": {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32,
                     "kv_lora_rank": 64, "q_lora_rank": 64},
     "mamba2": {"num_heads": 8},           # hidden * expand (256) must be heads * head_dim (32)
-    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
     # real DBRX clips qkv at 8 (None fails transformers' clamp)
     "dbrx": {"d_model": 128, "n_heads": 4, "n_layers": 2,
              "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
@@ -111,6 +110,10 @@ def _arch_fields(name: str, sizes: dict) -> dict:
     fields = dict(ARCH_FIELDS.get(name, {}))
     if name in ONE_KV_HEAD_PER_HEAD:
         fields["num_key_value_heads"] = sizes["num_attention_heads"]
+    if name == "gpt_neo":  # one attention type per layer, global and local alternating
+        layers = sizes["num_hidden_layers"]
+        fields["attention_types"] = [[["global", "local"], layers // 2]] * (layers > 1) \
+            + [[["global"], 1]] * (layers % 2)
     if name == "gemma3":
         fields["text_config"] = {**sizes, "model_type": "gemma3_text"}
     return fields

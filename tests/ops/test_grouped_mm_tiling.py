@@ -91,3 +91,31 @@ def test_the_tiled_grouped_matmul_is_within_the_float32_summation_bound():
     counts = [int(s.count) for k in compiled.kernels for s in k.specs if hasattr(s, "count")]
     # the rows' loop: 2 whole tiles of 32, then the peeled tile of 13 (columns, depth inside)
     assert counts == [2, 1]
+
+
+def _swiglu_halves(x, w, offs):
+    """The experts' ``act(gate) * up`` of ``gate, up = (x @ w[g].T).chunk(2, -1)``."""
+    gate, up = experts(x, w, offs).chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def test_an_up_half_that_starts_inside_a_stick_is_refused_by_its_read_and_runs_eagerly():
+    """Intermediate 48 (1.5 sticks): ``up`` starts at column 48 of the ``[77, 96]`` product,
+    half way into a stick.  That product is read stuck on its columns (a copy of the grouped
+    matmul's rows-stuck output), one stick column of 77 rows 9,856 bytes: every tile of the
+    product reads two stick columns, over 8 KiB whatever the rows do (the sweep's mixtral,
+    granitemoe, olmoe and phimoe at intermediate 176 and 258 routed rows, 32 KiB).  The
+    refusal names the op and the read; the default fallback runs the graph eagerly."""
+    x, _, offs = _inputs()
+    w = randn(EXPERTS, 2 * 48, K, seed=1)
+    with _auto(), pytest.warns(UserWarning) as caught:
+        compiled = run_spyre(_swiglu_halves, x, w, offs, fallback="eager")
+    assert torch.equal(compiled.output, _swiglu_halves(x, w, offs))
+    assert not compiled.kernels
+    reasons = [str(m.message) for m in caught if "running this graph eagerly" in str(m.message)]
+    assert len(reasons) == 1
+    assert reasons[0].endswith(
+        "Cannot auto-tile buf6 (aten ops: mul.Tensor, split.Tensor): no combined split among "
+        "host dims [1, 0] keeps every span within 8192 bytes after trying 30 combinations (the "
+        "last: an input span of buf6 still exceeds 8192 bytes with split {0: 77, 1: 2}: "
+        "['input span overflow for buf7 (19712 bytes)'])")
