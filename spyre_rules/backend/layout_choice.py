@@ -15,7 +15,9 @@ section (docs/rules_language.md §6.9).  The remedies, each found where it is bu
 * ``value_per_stick`` (value_sticks.py): a read through a copy with one value a stick
   (``layout_bytes``: the copy whole);
 * ``unit_stick_guard`` (restickify.py ``_off_a_cut_stick``): a read restickified onto its
-  unit dim, one value a stick.
+  unit dim, one value a stick;
+* ``row_major`` (row_major_layouts.py): a buffer some read walks from its stick into its
+  outermost dim laid out rows outermost, no copy (``op`` is the buffer's own op).
 
 Each question is asked once per graph (op, remedy, buffer, bytes); the trace of the rule
 that decided is kept per buffer (``RulesGraphState.layout_choices``; empty: asked, not

@@ -20,7 +20,7 @@ from typing import Any
 
 from torch._inductor import ir
 
-from spyre_rules import config
+from spyre_rules.backend.layout_choice import take
 from spyre_rules.backend.merged_layouts import accesses_by_buffer
 from spyre_rules.errors import LayoutError
 from spyre_rules.facts.row_major_sticks import (
@@ -46,9 +46,8 @@ def _generic(layout: FixedTiledLayout) -> bool:
 
 def lay_out_rows_outermost(graph: Any, state: RulesGraphState) -> None:
     """Give every ComputedBuffer some access walks from its stick into its outermost dim
-    the row-major stick layout (``state.layouts`` entries sharing its layout follow)."""
-    if config.ignore_span_overflow_hints:
-        return
+    the row-major stick layout (``state.layouts`` entries sharing its layout follow), when
+    the policy takes the remedy (rules/layout_choice.rules ``row_major``)."""
     by_buffer: dict[str, Any] | None = None
     for op in graph.operations:
         layout = getattr(op, "layout", None)
@@ -70,6 +69,8 @@ def lay_out_rows_outermost(graph: Any, state: RulesGraphState) -> None:
         accesses = by_buffer.get(name)
         if not accesses or not reads_across_the_stick_into_dim_0(
                 size, stride, eps, accesses):
+            continue
+        if not take(op, "row_major", name):
             continue
         rows = FixedTiledLayout(layout.device, layout.dtype, list(layout.size),
                                 list(layout.stride),
