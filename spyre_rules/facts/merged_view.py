@@ -36,10 +36,11 @@ from typing import Any
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import index_term_extents
 
-__all__ = ["merged_view"]
+__all__ = ["dense_row_major", "merged_view"]
 
 
-def _dense_row_major(size: Sequence[int], stride: Sequence[int]) -> bool:
+def dense_row_major(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """Whether ``stride`` is the contiguous row-major stride of ``size`` (size-1 dims free)."""
     expected = 1
     for s, st in zip(reversed(size), reversed(stride)):
         if s > 1 and st != expected:
@@ -60,7 +61,7 @@ def merged_view(
     unknown: the host view is kept.
     """
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    if not size or size[-1] <= 1 or stride[-1] != 1 or not _dense_row_major(size, stride):
+    if not size or size[-1] <= 1 or stride[-1] != 1 or not dense_row_major(size, stride):
         return None
     total = math.prod(size)
     stick = size[-1]  # the stick host dim's extent: its outer boundary stays

@@ -36,19 +36,11 @@ from typing import Any
 
 from spyre_rules.errors import CoordinateError
 from spyre_rules.facts.coordinates import index_term_extents
+from spyre_rules.facts.merged_view import dense_row_major
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, dtype_info
 
 __all__ = ["may_read_across_the_stick_into_dim_0", "reads_across_the_stick_into_dim_0",
            "row_major_stick_layout"]
-
-
-def _dense_row_major(size: Sequence[int], stride: Sequence[int]) -> bool:
-    expected = 1
-    for s, st in zip(reversed(size), reversed(stride)):
-        if s > 1 and st != expected:
-            return False
-        expected *= s
-    return True
 
 
 def may_read_across_the_stick_into_dim_0(size: Sequence[int], stride: Sequence[int],
@@ -57,7 +49,7 @@ def may_read_across_the_stick_into_dim_0(size: Sequence[int], stride: Sequence[i
     row-major, dim 0 above 1, stuck on its last dim of more than one stick."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
     return len(size) >= 2 and size[0] > 1 and size[-1] > eps and stride[-1] == 1 \
-        and _dense_row_major(size, stride)
+        and dense_row_major(size, stride)
 
 
 def reads_across_the_stick_into_dim_0(

@@ -18,6 +18,7 @@ for folder in (TESTS / "tiling", TESTS.parent / "bench"):
         sys.path.insert(0, str(folder))
 
 import fuzz_paths  # noqa: E402
+from special_values import with_specials  # noqa: E402
 from tiling_helpers import explicit_groups  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
@@ -36,17 +37,6 @@ def _compiled(fn, inputs, ops):
     kernels = fuzz_paths.kernels_since(before)
     assert any(isinstance(item, LoopSpec) for k in kernels for item in k.specs)
     return program, kernels
-
-
-def _specials(shape, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g).to(dtype)
-    flat = x.view(-1)
-    picks = torch.randint(0, flat.numel(), (40,), generator=g)
-    for i, value in zip(picks.tolist(), itertools.cycle([float("inf"), -float("inf"), float("nan"),
-                                                        0.0, -0.0, 1e-40, 65504.0])):
-        flat[i] = value
-    return x
 
 
 def _routes(program, inputs, kernels, monkeypatch):
@@ -74,7 +64,7 @@ PROGRAMS = {
 def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dtype, passes,
                                                                         monkeypatch):
     fn, arity, ops = PROGRAMS[name]
-    inputs = [_specials((ROWS, COLS), dtype, seed) for seed in range(arity)]
+    inputs = [with_specials((ROWS, COLS), dtype, seed) for seed in range(arity)]
     program, kernels = _compiled(fn, inputs, ops)
     tile_bytes = ROWS // TILES * COLS * dtype.itemsize
     monkeypatch.setattr(batched_loops, "GROUP_BYTES", 0 if passes == 1 else 3 * tile_bytes)
@@ -99,7 +89,7 @@ def test_a_loop_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(name, dt
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_a_one_element_operand_broadcasts_over_every_tile(dtype, monkeypatch):
     # a (1, 1) tensor's load is one point: its view has no axes (fuzz 4412:60)
-    a, b = (_specials((ROWS, COLS), dtype, s) for s in range(2))
+    a, b = (with_specials((ROWS, COLS), dtype, s) for s in range(2))
     s = torch.full((1, 1), 3.0, dtype=dtype)
     program, kernels = _compiled(lambda a, b, s: (a + b) * s, (a, b, s), (0, 1))
     general, iterations, batched, count = _routes(program, (a, b, s), kernels, monkeypatch)
@@ -151,7 +141,7 @@ REFUSED = {
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_a_loop_the_pass_cannot_prove_runs_the_iterations(case, monkeypatch):
     edit, error = REFUSED[case]
-    inputs = [_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
+    inputs = [with_specials((ROWS, COLS), torch.float16, s) for s in range(3)]
     program, kernels = _compiled(lambda a, b, c: (a + b) * c, inputs, (0, 1))
     (loop,) = [item for k in kernels for item in k.specs if isinstance(item, LoopSpec)]
     edit(loop, monkeypatch)
@@ -164,7 +154,7 @@ def test_a_loop_the_pass_cannot_prove_runs_the_iterations(case, monkeypatch):
 
 
 def test_a_transcendental_in_the_body_runs_the_iterations(monkeypatch):
-    inputs = [_specials((ROWS, COLS), torch.float32, s) for s in range(2)]
+    inputs = [with_specials((ROWS, COLS), torch.float32, s) for s in range(2)]
     program, kernels = _compiled(lambda a, b: (a + b).exp(), inputs, (0, 1))
     general, iterations, batched, count = _routes(program, inputs, kernels, monkeypatch)
     assert count == 0

@@ -7,7 +7,6 @@ in 256 x 128 x 4 tiles: 24 s iterating, one pass batched."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ for folder in (TESTS / "tiling", TESTS.parent / "bench"):
         sys.path.insert(0, str(folder))
 
 import fuzz_paths  # noqa: E402
+from special_values import with_specials  # noqa: E402
 from tiling_helpers import explicit_groups, loop_counts  # noqa: E402
 
 from spyre_rules import config  # noqa: E402
@@ -27,17 +27,6 @@ from spyre_rules.executor import DeviceMemoryError, batched_loops  # noqa: E402
 
 ROWS, COLS = 64, 256
 LEVELS = [(4, [0]), (4, [1])]  # tiles of 16 rows x 64 columns
-
-
-def _specials(shape, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g).to(dtype)
-    flat = x.view(-1)
-    picks = torch.randint(0, flat.numel(), (40,), generator=g)
-    for i, value in zip(picks.tolist(), itertools.cycle([float("inf"), -float("inf"), float("nan"),
-                                                        0.0, -0.0, 1e-40])):
-        flat[i] = value
-    return x
 
 
 def _fn(a, b, c):
@@ -49,7 +38,7 @@ def _fn(a, b, c):
 @pytest.mark.parametrize("dtype", [torch.float32])  # a half tile of one stick of columns: no one view
 def test_a_loop_nest_of_exact_ops_is_batched_and_leaves_the_iterations_bytes(dtype, group_tiles,
                                                                              monkeypatch):
-    inputs = [_specials((ROWS, COLS), dtype, seed) for seed in range(3)]
+    inputs = [with_specials((ROWS, COLS), dtype, seed) for seed in range(3)]
     torch._dynamo.reset()
     before = fuzz_paths.newest_kernel_serial()
     program = torch.compile(_fn, backend="spyre_rules", dynamic=False)
@@ -88,7 +77,7 @@ def test_passes_fix_the_outer_levels_and_batch_the_inner_ones():
 def test_a_nest_whose_iterations_depend_on_each_other_runs_its_iterations(monkeypatch):
     # the mul reads the add's per-tile buffer before the add writes it: as the previous
     # iteration of the inner level left it (or the outer level's previous one)
-    inputs = [_specials((ROWS, COLS), torch.float32, seed) for seed in range(3)]
+    inputs = [with_specials((ROWS, COLS), torch.float32, seed) for seed in range(3)]
     torch._dynamo.reset()
     before = fuzz_paths.newest_kernel_serial()
     program = torch.compile(_fn, backend="spyre_rules", dynamic=False)

@@ -27,17 +27,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from grouped_mm_helpers import ROWS, auto_tiled, grouped_inputs, per_row, split_levels
 from ops_helpers import randn, run_spyre
 
 import spyre_rules
-from spyre_rules import config
-from spyre_rules.engine.api import plan_graph
 
 moe = pytest.importorskip("transformers.integrations.moe")
 
 KiB = 1024
 LIMIT = 8 * KiB
-EXPERTS, N, K, ROWS = 4, 64, 64, 77
+EXPERTS, N, K = 4, 64, 64
 
 
 def experts(x, w, offs):
@@ -45,27 +44,21 @@ def experts(x, w, offs):
 
 
 def _per_row(x, w, offs):
-    """``x[t] @ w[g(t)].T`` row by row, in the inputs' dtype (the reference in float64)."""
-    group = torch.searchsorted(offs, torch.arange(x.shape[0], dtype=offs.dtype), right=True)
-    return torch.einsum("tk,tnk->tn", x, w[group])
+    return per_row(x, w, offs, transposed=False)
 
 
 def _inputs():
-    x, w = randn(ROWS, K), randn(EXPERTS, N, K, seed=1)
-    offs = torch.tensor([20, 0, 31, 26], dtype=torch.int32).cumsum(0, dtype=torch.int32)
-    return x, w, offs  # an empty group; every row in one
+    return grouped_inputs(K, (EXPERTS, N, K))
 
 
 def _auto():
-    return config.patch(max_span_bytes=LIMIT, span_check="error", ignore_span_overflow_hints=False)
+    return auto_tiled(LIMIT)
 
 
 def test_the_grouped_matmul_splits_rows_columns_and_depth_of_one_expert():
     with _auto():
         ops = spyre_rules.capture_operations(experts, *_inputs())
-        plans = {op.get_name(): None if d.plan is None else
-                 [(lv.selected_host_dim, lv.split_count) for lv in d.plan.levels]
-                 for op, d in zip(ops, plan_graph(ops))}
+        plans = dict(split_levels(ops))
         graph = ops.graphs[0]
         weight = graph.graph_inputs["arg0_1"].get_layout().device_layout.device_size
         out = next(op for op in ops if op.get_name() == "buf1").get_layout()

@@ -25,17 +25,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ops_helpers import randn, run_spyre
+from grouped_mm_helpers import ROWS, auto_tiled, grouped_inputs, per_row, split_levels
+from ops_helpers import run_spyre
 
 import spyre_rules
 from spyre_rules import config
-from spyre_rules.engine.api import plan_graph
 
 moe = pytest.importorskip("transformers.integrations.moe")
 
 KiB = 1024
 LIMIT = 8 * KiB
-EXPERTS, K, N, ROWS = 4, 64, 128, 77
+EXPERTS, K, N = 4, 64, 128
 
 
 def experts(x, w, offs):
@@ -43,27 +43,21 @@ def experts(x, w, offs):
 
 
 def _per_row(x, w, offs):
-    """``x[t] @ w[g(t)]`` row by row (the reference in float64)."""
-    group = torch.searchsorted(offs, torch.arange(x.shape[0], dtype=offs.dtype), right=True)
-    return torch.einsum("tk,tkn->tn", x, w[group])
+    return per_row(x, w, offs, transposed=True)
 
 
 def _inputs():
-    x, w = randn(ROWS, K), randn(EXPERTS, K, N, seed=1)
-    offs = torch.tensor([20, 0, 31, 26], dtype=torch.int32).cumsum(0, dtype=torch.int32)
-    return x, w, offs  # an empty group; every row in one
+    return grouped_inputs(K, (EXPERTS, K, N))
 
 
 def _auto():
-    return config.patch(max_span_bytes=LIMIT, span_check="error", ignore_span_overflow_hints=False)
+    return auto_tiled(LIMIT)
 
 
 def test_the_gathered_weight_is_stuck_on_its_depth_with_the_experts_inside():
     with _auto():
         ops = spyre_rules.capture_operations(experts, *_inputs())
-        plans = {op.get_name(): None if d.plan is None else
-                 [(lv.selected_host_dim, lv.split_count) for lv in d.plan.levels]
-                 for op, d in zip(ops, plan_graph(ops))}
+        plans = dict(split_levels(ops))
         graph = ops.graphs[0]
         weight = graph.graph_inputs["arg0_1"].get_layout().device_layout
         out = next(op for op in ops if op.get_name() == "buf1").get_layout()
@@ -80,9 +74,7 @@ def scaled_experts(x, w, offs):
 def test_a_computed_gathered_weight_is_read_through_a_copy_stuck_on_its_depth():
     with _auto():
         ops = spyre_rules.capture_operations(scaled_experts, *_inputs())
-        plans = [(op.get_name(), None if d.plan is None else
-                  [(lv.selected_host_dim, lv.split_count) for lv in d.plan.levels])
-                 for op, d in zip(ops, plan_graph(ops))]
+        plans = split_levels(ops)
         sizes = {op.get_name(): list(op.get_layout().device_layout.device_size) for op in ops}
     # buf0 = w * 2 stuck on N; buf3 its copy [N, K/32, E, 32] through two stages
     # (buf4 keeps the stick with K just outside it, buf5 is stuck on K with N outside)
