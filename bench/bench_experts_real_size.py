@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             graphs = report.get("graphs", [])
             groups = sum(len(g["loop_groups"]) for g in graphs)
             ops = sum(len(g["ops"]) for g in graphs)
+            # one trip per tile: the product of an op's split counts (1 untiled)
+            trips = sum(math.prod(n for _, n in op.get("levels") or []) for g in graphs
+                        for op in g["ops"])
             seconds = report.get("seconds", {}).get("compile", [0])[0]
             why = report.get("error") or "; ".join(
                 report["unsupported"][:1] + [f"over the limit: {report['overflows'][:5]}"] * bool(
@@ -105,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     report["unchecked"]))
             print(f"{name:22} seq {seq:6} layers {args.layers}: "
                   f"{'every access fits' if fits else 'FAILS'}; {ops} ops, {groups} loop groups, "
+                  f"{trips} loop trips, "
                   f"{len(report.get('deferred_indirect_reads', []))} indirect reads deferred, "
                   f"{seconds:.0f} s" + ("" if fits else f"; {why}"), flush=True)
     return 1 if failed else 0

@@ -28,9 +28,9 @@ import sympy
 from torch._inductor import ir
 from torch._inductor.dependencies import MemoryDep
 
-from spyre_rules.backend.stick_choice import fitting_tiles
+from spyre_rules.backend.stick_choice import fitting_tiles, host_dim_of, stick_vars
 from spyre_rules.errors import CoordinateError, LayoutError
-from spyre_rules.facts.coordinates import access_coordinates, host_coordinates
+from spyre_rules.facts.coordinates import host_coordinates
 from spyre_rules.facts.gathered import indirect_ranges
 from spyre_rules.facts.read_writes import read_writes
 from spyre_rules.facts.stick_layout import SpyreTensorLayout, generic_stick_layout, within_stick_host_dim
@@ -41,13 +41,8 @@ __all__ = ["finely_split", "gathered_host_dims", "gathered_layout", "gathered_re
 
 
 def _stick_var(layout: Any, dep: MemoryDep) -> sympy.Symbol | None:
-    try:
-        coords = access_coordinates(layout.device_layout, layout.size, layout.stride,
-                                    layout.offset, dep.index, dep.ranges)
-    except CoordinateError:
-        return None
-    found = set(coords[-1].free_symbols) & set(dep.ranges)
-    return next(iter(found)) if len(found) == 1 else None
+    found = stick_vars(layout, dep)
+    return next(iter(found)) if found is not None and len(found) == 1 else None
 
 
 def finely_split(op: ir.ComputedBuffer, layouts: dict[str, Any],
@@ -103,12 +98,11 @@ def _dep_of(op: ir.ComputedBuffer, name: str) -> MemoryDep:
 def split_host_dim(layout: Any, dep: MemoryDep, u: sympy.Symbol) -> int | None:
     """The one host dim of ``dep`` that ``u`` walks, when it is not the stick."""
     size, stride = [int(s) for s in layout.size], [int(s) for s in layout.stride]
-    coords = host_coordinates(layout.size, layout.stride, dep.index - layout.offset, dep.ranges)
-    dims = [d for d, c in enumerate(coords) if u in c.free_symbols]
+    dim = host_dim_of(layout, dep, u)
     stick = within_stick_host_dim(size, stride, layout.device_layout)
-    if len(dims) != 1 or stick is None or dims[0] == stick:
+    if dim is None or stick is None or dim == stick:
         return None
-    return dims[0]
+    return dim
 
 
 def gathered_read_layouts(op: ir.ComputedBuffer, layouts: dict[str, Any],
